@@ -1,0 +1,170 @@
+//! Assembly of the running gateway from its configuration: store, authentication, HTTP router,
+//! metrics listener, TLS.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::HeaderValue;
+use axum::routing::get;
+use gateway_auth::challenge::MemoryChallengeStore;
+use gateway_auth::{Authenticator, ScopePolicy, TokenConfig, TokenService};
+use gateway_core::{Clock, KeyDidResolver, SystemClock};
+use gateway_http::{AppState, CorsMode, HttpConfig};
+use gateway_store::Store;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+
+use crate::config::{GatewayConfig, TlsFiles};
+
+/// How long in-flight requests may take to finish after a shutdown signal.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Runs the gateway until `shutdown` resolves.
+pub(crate) async fn run(
+    config: GatewayConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if config.dev {
+        tracing::warn!(
+            "DEVELOPMENT PROFILE: open enrollment grants any scopes for any cooperative, every DID has trust {}, CORS is permissive. Never use --dev in production.",
+            config.trust_default
+        );
+    }
+    let tokens = TokenConfig {
+        ttl_secs: config.token_ttl,
+        ..TokenConfig::with_secret(config.jwt_secret.clone().into_bytes())
+    };
+    if tokens.secret_is_short() {
+        tracing::warn!(
+            "the JWT secret is shorter than {} bytes; use a longer random secret",
+            gateway_auth::token::RECOMMENDED_SECRET_LEN
+        );
+    }
+    let metrics = PrometheusBuilder::new()
+        .install_recorder()
+        .context("installing the metrics recorder")?;
+
+    let store = Store::open(&config.store)
+        .await
+        .with_context(|| format!("opening the store {:?}", config.store))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let resolver = Arc::new(KeyDidResolver);
+    let tokens = Arc::new(TokenService::new(tokens, clock.clone())?);
+    let store = Arc::new(store);
+    let auth = Authenticator::new(
+        resolver.clone(),
+        Arc::new(MemoryChallengeStore::default()),
+        tokens,
+        ScopePolicy::new(store.clone(), config.open_enrollment),
+        clock.clone(),
+        config.challenge_ttl,
+    );
+    let cors = if config.dev {
+        CorsMode::Development
+    } else {
+        let origin = config
+            .cors_origin
+            .as_deref()
+            .map(HeaderValue::from_str)
+            .transpose()
+            .context("--cors-origin is not a valid header value")?;
+        CorsMode::Production { origin }
+    };
+    let state = AppState {
+        auth,
+        resolver,
+        clock,
+        store_health: store,
+        config: Arc::new(HttpConfig {
+            cors,
+            tls: config.tls.is_some(),
+            version: env!("CARGO_PKG_VERSION"),
+        }),
+        started_at: Instant::now(),
+    };
+    let app = gateway_http::router(state);
+
+    let metrics_listener = TcpListener::bind(config.metrics_listen)
+        .await
+        .with_context(|| format!("binding the metrics listener {}", config.metrics_listen))?;
+    tracing::info!(
+        "metrics on http://{}/metrics",
+        metrics_listener.local_addr()?
+    );
+    tokio::spawn(serve_metrics(metrics_listener, metrics));
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding the API listener {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    match &config.tls {
+        None => {
+            tracing::info!("listening on http://{addr}");
+            gateway_http::serve(listener, app, shutdown).await?;
+        }
+        Some(files) => {
+            tracing::info!("listening on https://{addr} (TLS 1.3)");
+            serve_tls(listener, app, files, shutdown).await?;
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    let app = Router::new().route("/metrics", get(move || std::future::ready(handle.render())));
+    if let Err(err) = axum::serve(listener, app).await {
+        tracing::error!("metrics listener failed: {err}");
+    }
+}
+
+/// Serves over TLS 1.3 only (rustls with the ring provider), draining on shutdown.
+async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    files: &TlsFiles,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .with_context(|| format!("reading {}", files.cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing {}", files.cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .with_context(|| format!("reading {}", files.key.display()))?;
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context("building the TLS configuration")?;
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server));
+
+    let handle = axum_server::Handle::new();
+    let drain = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        drain.graceful_shutdown(Some(DRAIN_DEADLINE));
+    });
+    axum_server::from_tcp_rustls(listener.into_std()?, tls)
+        .handle(handle)
+        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! The operator interface: flags, `ICN_GATEWAY_*` variables and an optional TOML file, merged
+//! into one validated [`GatewayConfig`].
+//!
+//! Precedence, highest first: flag, environment variable, config file, `--dev` profile default,
+//! built-in default. This module reads files and the environment but starts nothing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use gateway_core::Did;
+use gateway_store::StoreSpec;
+use serde::Deserialize;
+
+/// Command line of `gatewayd`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "gatewayd",
+    version,
+    about = "The cooperative gateway: DID login, mutual credit, governance, compute and events over HTTP and WebSocket."
+)]
+pub(crate) struct Cli {
+    /// What to do; serving is the default.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// Server settings (also accepted before a subcommand).
+    #[command(flatten)]
+    pub(crate) settings: Settings,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Validate the configuration and print it (secrets redacted).
+    Config {
+        /// What to do with the configuration.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+/// `gatewayd config …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigAction {
+    /// Resolve and validate the configuration without starting.
+    Check,
+}
+
+/// Every setting, each as a flag, an `ICN_GATEWAY_<NAME>` variable and a config-file key.
+#[derive(Debug, Args, Default)]
+pub(crate) struct Settings {
+    /// Optional TOML configuration file.
+    #[arg(long, env = "ICN_GATEWAY_CONFIG", global = true)]
+    pub(crate) config: Option<PathBuf>,
+    /// API listen address [default: 127.0.0.1:8080].
+    #[arg(long, env = "ICN_GATEWAY_LISTEN", global = true)]
+    pub(crate) listen: Option<SocketAddr>,
+    /// Metrics listen address [default: 127.0.0.1:9100].
+    #[arg(long, env = "ICN_GATEWAY_METRICS_LISTEN", global = true)]
+    pub(crate) metrics_listen: Option<SocketAddr>,
+    /// Store: memory, sqlite:<path> or postgres://… [default: sqlite:gateway.db].
+    #[arg(long, env = "ICN_GATEWAY_STORE", global = true)]
+    pub(crate) store: Option<String>,
+    /// Redis URL for rate-limit state and challenges shared by replicas.
+    #[arg(long, env = "ICN_GATEWAY_REDIS", global = true)]
+    pub(crate) redis: Option<String>,
+    /// HMAC secret of the tokens (at least 32 bytes recommended).
+    #[arg(
+        long,
+        env = "ICN_GATEWAY_JWT_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub(crate) jwt_secret: Option<String>,
+    /// Token lifetime in seconds [default: 3600].
+    #[arg(long, env = "ICN_GATEWAY_TOKEN_TTL", global = true)]
+    pub(crate) token_ttl: Option<u64>,
+    /// Challenge lifetime in seconds [default: 300].
+    #[arg(long, env = "ICN_GATEWAY_CHALLENGE_TTL", global = true)]
+    pub(crate) challenge_ttl: Option<u64>,
+    /// A trust anchor DID (repeatable; the variable takes a comma-separated list).
+    #[arg(
+        long = "trust-anchor",
+        env = "ICN_GATEWAY_TRUST_ANCHOR",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub(crate) trust_anchors: Vec<String>,
+    /// Trust score of DIDs with no path from an anchor [default: 0.0; --dev: 0.9].
+    #[arg(long, env = "ICN_GATEWAY_TRUST_DEFAULT", global = true)]
+    pub(crate) trust_default: Option<f64>,
+    /// A proxy (IP or CIDR) whose X-Forwarded-For is believed (repeatable).
+    #[arg(
+        long = "trusted-proxy",
+        env = "ICN_GATEWAY_TRUSTED_PROXY",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub(crate) trusted_proxies: Vec<String>,
+    /// Keystore file holding the governance signing key (unlocked with ICN_PASSPHRASE).
+    #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
+    pub(crate) keystore: Option<PathBuf>,
+    /// TLS certificate chain (PEM); with --tls-key, serves TLS 1.3 only.
+    #[arg(long, env = "ICN_GATEWAY_TLS_CERT", global = true)]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, env = "ICN_GATEWAY_TLS_KEY", global = true)]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// The one origin allowed cross-origin access in production mode.
+    #[arg(long, env = "ICN_GATEWAY_CORS_ORIGIN", global = true)]
+    pub(crate) cors_origin: Option<String>,
+    /// Grant any requested scopes for any cooperative (development only).
+    #[arg(long, env = "ICN_GATEWAY_OPEN_ENROLLMENT", global = true)]
+    pub(crate) open_enrollment: Option<bool>,
+    /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
+    /// in-memory store unless one is given. Never in production.
+    #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
+    pub(crate) dev: bool,
+}
+
+/// The optional TOML file. Keys are the flag names with `_` for `-`; the contract's nested
+/// spellings (`[auth] open_enrollment`, `[trust] anchors`, `[trust] default_score`) work too.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
+    store: Option<String>,
+    redis: Option<String>,
+    jwt_secret: Option<String>,
+    token_ttl: Option<u64>,
+    challenge_ttl: Option<u64>,
+    #[serde(default)]
+    trust_anchor: Vec<String>,
+    trust_default: Option<f64>,
+    #[serde(default)]
+    trusted_proxy: Vec<String>,
+    keystore: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    cors_origin: Option<String>,
+    open_enrollment: Option<bool>,
+    dev: Option<bool>,
+    #[serde(default)]
+    auth: AuthSection,
+    #[serde(default)]
+    trust: TrustSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthSection {
+    open_enrollment: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustSection {
+    #[serde(default)]
+    anchors: Vec<String>,
+    default_score: Option<f64>,
+}
+
+/// TLS files.
+#[derive(Debug, Clone)]
+pub(crate) struct TlsFiles {
+    /// Certificate chain, PEM.
+    pub(crate) cert: PathBuf,
+    /// Private key, PEM.
+    pub(crate) key: PathBuf,
+}
+
+/// The resolved configuration.
+#[derive(Debug)]
+pub(crate) struct GatewayConfig {
+    /// API address.
+    pub(crate) listen: SocketAddr,
+    /// Metrics address.
+    pub(crate) metrics_listen: SocketAddr,
+    /// Store backend.
+    pub(crate) store: StoreSpec,
+    /// Redis URL, if replicas share limiter state.
+    pub(crate) redis: Option<String>,
+    /// Token secret (never printed).
+    pub(crate) jwt_secret: String,
+    /// Token lifetime, seconds.
+    pub(crate) token_ttl: u64,
+    /// Challenge lifetime, seconds.
+    pub(crate) challenge_ttl: u64,
+    /// Trust anchors.
+    pub(crate) trust_anchors: Vec<Did>,
+    /// Default trust score.
+    pub(crate) trust_default: f64,
+    /// Proxies whose X-Forwarded-For is believed.
+    pub(crate) trusted_proxies: Vec<String>,
+    /// Keystore path.
+    pub(crate) keystore: Option<PathBuf>,
+    /// TLS files, if TLS is on.
+    pub(crate) tls: Option<TlsFiles>,
+    /// Allowed CORS origin in production mode.
+    pub(crate) cors_origin: Option<String>,
+    /// Open enrollment.
+    pub(crate) open_enrollment: bool,
+    /// The development profile.
+    pub(crate) dev: bool,
+}
+
+impl GatewayConfig {
+    /// Merges flags/environment with the optional file and applies defaults and checks.
+    pub(crate) fn resolve(settings: Settings) -> anyhow::Result<Self> {
+        let file = match &settings.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let dev = settings.dev || file.dev.unwrap_or(false);
+        let store_text = settings.store.or(file.store).unwrap_or_else(|| {
+            if dev {
+                "memory".to_owned()
+            } else {
+                "sqlite:gateway.db".to_owned()
+            }
+        });
+        let store = store_text
+            .parse::<StoreSpec>()
+            .map_err(anyhow::Error::msg)?;
+        let jwt_secret = settings.jwt_secret.or(file.jwt_secret).unwrap_or_default();
+        if jwt_secret.is_empty() {
+            bail!(
+                "the JWT secret is empty: set ICN_GATEWAY_JWT_SECRET (or --jwt-secret, or jwt_secret in the config file); the gateway refuses to start without one"
+            );
+        }
+        let anchors_text = first_non_empty([
+            settings.trust_anchors,
+            file.trust_anchor,
+            file.trust.anchors,
+        ]);
+        let trust_anchors = anchors_text
+            .iter()
+            .map(|a| Did::parse(a).map_err(|e| anyhow::anyhow!("trust anchor '{a}': {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let trust_default = settings
+            .trust_default
+            .or(file.trust_default)
+            .or(file.trust.default_score)
+            .unwrap_or(if dev { 0.9 } else { 0.0 });
+        if !(0.0..=1.0).contains(&trust_default) {
+            bail!("trust default must be between 0 and 1, got {trust_default}");
+        }
+        let tls = match (
+            settings.tls_cert.or(file.tls_cert),
+            settings.tls_key.or(file.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => bail!("TLS needs both --tls-cert and --tls-key"),
+        };
+        let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
+        let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
+        if token_ttl == 0 || challenge_ttl == 0 {
+            bail!("token and challenge lifetimes must be at least one second");
+        }
+        Ok(Self {
+            listen: settings
+                .listen
+                .or(file.listen)
+                .unwrap_or_else(|| "127.0.0.1:8080".parse().expect("valid")),
+            metrics_listen: settings
+                .metrics_listen
+                .or(file.metrics_listen)
+                .unwrap_or_else(|| "127.0.0.1:9100".parse().expect("valid")),
+            store,
+            redis: settings.redis.or(file.redis),
+            jwt_secret,
+            token_ttl,
+            challenge_ttl,
+            trust_anchors,
+            trust_default,
+            trusted_proxies: first_non_empty([settings.trusted_proxies, file.trusted_proxy]),
+            keystore: settings.keystore.or(file.keystore),
+            tls,
+            cors_origin: settings.cors_origin.or(file.cors_origin),
+            open_enrollment: settings
+                .open_enrollment
+                .or(file.open_enrollment)
+                .or(file.auth.open_enrollment)
+                .unwrap_or(dev),
+            dev,
+        })
+    }
+
+    /// A human-readable summary with secrets redacted, for `config check` and start-up logs.
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "listen = {}\nmetrics_listen = {}\nstore = {:?}\nredis = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\ndev = {}",
+            self.listen,
+            self.metrics_listen,
+            self.store,
+            self.redis.as_deref().unwrap_or("(none)"),
+            self.jwt_secret.len(),
+            self.token_ttl,
+            self.challenge_ttl,
+            self.trust_anchors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            self.trust_default,
+            self.trusted_proxies,
+            self.keystore,
+            self.tls.is_some(),
+            self.cors_origin,
+            self.open_enrollment,
+            self.dev,
+        )
+    }
+}
+
+fn first_non_empty<const N: usize>(lists: [Vec<String>; N]) -> Vec<String> {
+    lists
+        .into_iter()
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            jwt_secret: Some("x".repeat(32)),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn empty_secret_refuses_to_start() {
+        let err = GatewayConfig::resolve(Settings::default()).unwrap_err();
+        assert!(err.to_string().contains("JWT secret is empty"), "{err}");
+    }
+
+    #[test]
+    fn defaults_and_dev_profile() {
+        let config = GatewayConfig::resolve(settings()).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.metrics_listen.port(), 9100);
+        assert_eq!(config.store, StoreSpec::SqliteFile("gateway.db".into()));
+        assert!(!config.open_enrollment);
+        assert_eq!(config.trust_default, 0.0);
+        let dev = GatewayConfig::resolve(Settings {
+            dev: true,
+            ..settings()
+        })
+        .unwrap();
+        assert!(dev.open_enrollment);
+        assert_eq!(dev.trust_default, 0.9);
+        assert_eq!(dev.store, StoreSpec::Memory);
+    }
+
+    #[test]
+    fn file_fills_what_flags_leave_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9999\"\ntoken_ttl = 60\n[auth]\nopen_enrollment = true\n[trust]\ndefault_score = 0.4\n",
+        )
+        .unwrap();
+        let config = GatewayConfig::resolve(Settings {
+            config: Some(path.clone()),
+            token_ttl: Some(120),
+            ..settings()
+        })
+        .unwrap();
+        assert_eq!(config.listen.port(), 9999);
+        assert_eq!(config.token_ttl, 120, "the flag wins over the file");
+        assert!(config.open_enrollment);
+        assert_eq!(config.trust_default, 0.4);
+        std::fs::write(&path, "no_such_key = 1\n").unwrap();
+        assert!(
+            GatewayConfig::resolve(Settings {
+                config: Some(path),
+                ..settings()
+            })
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        let err = GatewayConfig::resolve(Settings {
+            tls_cert: Some("c.pem".into()),
+            ..settings()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("both"));
+    }
+}

@@ -1,0 +1,287 @@
+//! Outstanding login challenges: issued with a lifetime, consumed by the first verify attempt.
+//!
+//! [`ChallengeStore`] is a trait so that replicas can share challenges through Redis; the
+//! [`MemoryChallengeStore`] here serves a single gateway. Its memory is bounded twice: a cap on
+//! challenges per DID (the oldest is dropped) and a global cap (the oldest overall is dropped), so
+//! a flood of challenge requests can cost at most `max_total` entries. This module does not
+//! generate nonces or check signatures.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use gateway_core::Error;
+
+/// One issued challenge.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// Opaque id returned to the client as `challenge_id`.
+    pub id: String,
+    /// The DID it was issued to.
+    pub did: String,
+    /// 32 random bytes, hex-encoded: the message to sign.
+    pub nonce: String,
+    /// When it stops being usable, Unix milliseconds.
+    pub expires_at_millis: u64,
+}
+
+impl fmt::Debug for Challenge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The nonce is a one-time secret until used; keep it out of logs.
+        f.debug_struct("Challenge")
+            .field("id", &self.id)
+            .field("did", &self.did)
+            .field("expires_at_millis", &self.expires_at_millis)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where outstanding challenges live.
+#[async_trait]
+pub trait ChallengeStore: Send + Sync + fmt::Debug {
+    /// Stores a newly issued challenge; `now_millis` lets the store drop expired ones.
+    async fn insert(&self, challenge: Challenge, now_millis: u64) -> Result<(), Error>;
+
+    /// Removes and returns the challenges a verify attempt is made against: the one named `id`
+    /// if given (only when it belongs to `did`), else every outstanding challenge of `did`.
+    /// Expired challenges are removed but never returned.
+    async fn take(
+        &self,
+        did: &str,
+        id: Option<&str>,
+        now_millis: u64,
+    ) -> Result<Vec<Challenge>, Error>;
+}
+
+/// Bounds of the in-memory store.
+#[derive(Debug, Clone, Copy)]
+pub struct ChallengeLimits {
+    /// Most outstanding challenges in total.
+    pub max_total: usize,
+    /// Most outstanding challenges of one DID.
+    pub max_per_did: usize,
+}
+
+impl Default for ChallengeLimits {
+    fn default() -> Self {
+        Self {
+            max_total: 100_000,
+            max_per_did: 8,
+        }
+    }
+}
+
+/// A single gateway's challenge store.
+#[derive(Debug)]
+pub struct MemoryChallengeStore {
+    limits: ChallengeLimits,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_id: HashMap<String, Challenge>,
+    by_did: HashMap<String, Vec<String>>,
+    /// Ids in issue order. Every challenge has the same lifetime, so this is also expiry order.
+    /// It may hold ids already taken; those are skipped when met.
+    order: VecDeque<String>,
+}
+
+impl Inner {
+    fn remove(&mut self, id: &str) -> Option<Challenge> {
+        let challenge = self.by_id.remove(id)?;
+        if let Some(ids) = self.by_did.get_mut(&challenge.did) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                self.by_did.remove(&challenge.did);
+            }
+        }
+        Some(challenge)
+    }
+
+    /// Drops expired challenges from the front, and the oldest ones while over `max_total`.
+    /// The queue itself is kept within `2 × max_total` (stale ids of taken challenges count
+    /// there), so repeated requests for one DID cannot grow it either.
+    fn prune(&mut self, now_millis: u64, max_total: usize) {
+        while let Some(id) = self.order.front() {
+            let over = self.by_id.len() > max_total || self.order.len() > 2 * max_total;
+            let drop = match self.by_id.get(id) {
+                None => true,
+                Some(c) => c.expires_at_millis <= now_millis || over,
+            };
+            if !drop {
+                break;
+            }
+            let id = self.order.pop_front().expect("front exists");
+            self.remove(&id);
+        }
+    }
+}
+
+impl MemoryChallengeStore {
+    /// A store with the given bounds.
+    pub fn new(limits: ChallengeLimits) -> Self {
+        Self {
+            limits,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Outstanding challenges (including expired ones not yet pruned).
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("challenge store lock").by_id.len()
+    }
+
+    /// Whether no challenge is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for MemoryChallengeStore {
+    fn default() -> Self {
+        Self::new(ChallengeLimits::default())
+    }
+}
+
+#[async_trait]
+impl ChallengeStore for MemoryChallengeStore {
+    async fn insert(&self, challenge: Challenge, now_millis: u64) -> Result<(), Error> {
+        let mut inner = self.inner.lock().expect("challenge store lock");
+        let ids = inner.by_did.entry(challenge.did.clone()).or_default();
+        ids.push(challenge.id.clone());
+        let evict = (ids.len() > self.limits.max_per_did).then(|| ids[0].clone());
+        if let Some(oldest) = evict {
+            inner.remove(&oldest);
+        }
+        inner.order.push_back(challenge.id.clone());
+        inner.by_id.insert(challenge.id.clone(), challenge);
+        inner.prune(now_millis, self.limits.max_total);
+        Ok(())
+    }
+
+    async fn take(
+        &self,
+        did: &str,
+        id: Option<&str>,
+        now_millis: u64,
+    ) -> Result<Vec<Challenge>, Error> {
+        let mut inner = self.inner.lock().expect("challenge store lock");
+        inner.prune(now_millis, self.limits.max_total);
+        let ids: Vec<String> = match id {
+            Some(id) => match inner.by_id.get(id) {
+                Some(c) if c.did == did => vec![id.to_owned()],
+                _ => Vec::new(),
+            },
+            None => inner.by_did.get(did).cloned().unwrap_or_default(),
+        };
+        Ok(ids
+            .iter()
+            .filter_map(|id| inner.remove(id))
+            .filter(|c| c.expires_at_millis > now_millis)
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn challenge(id: &str, did: &str, expires: u64) -> Challenge {
+        Challenge {
+            id: id.into(),
+            did: did.into(),
+            nonce: format!("n-{id}"),
+            expires_at_millis: expires,
+        }
+    }
+
+    #[tokio::test]
+    async fn single_use_and_several_per_did() {
+        let store = MemoryChallengeStore::default();
+        store
+            .insert(challenge("a", "did:x:1", 1000), 0)
+            .await
+            .unwrap();
+        store
+            .insert(challenge("b", "did:x:1", 1000), 0)
+            .await
+            .unwrap();
+        store
+            .insert(challenge("c", "did:x:2", 1000), 0)
+            .await
+            .unwrap();
+        // By id, only for its own DID; a foreign DID neither gets nor consumes it.
+        assert!(
+            store
+                .take("did:x:2", Some("a"), 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.take("did:x:1", Some("a"), 10).await.unwrap().len(), 1);
+        assert!(
+            store
+                .take("did:x:1", Some("a"), 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Without id, every outstanding one of the DID, once.
+        assert_eq!(store.take("did:x:1", None, 10).await.unwrap()[0].id, "b");
+        assert!(store.take("did:x:1", None, 10).await.unwrap().is_empty());
+        assert_eq!(store.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn expired_challenges_are_never_returned() {
+        let store = MemoryChallengeStore::default();
+        store
+            .insert(challenge("a", "did:x:1", 1000), 0)
+            .await
+            .unwrap();
+        assert!(store.take("did:x:1", None, 1000).await.unwrap().is_empty());
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test]
+    async fn memory_is_bounded_per_did_and_in_total() {
+        let store = MemoryChallengeStore::new(ChallengeLimits {
+            max_total: 10,
+            max_per_did: 2,
+        });
+        for i in 0..5 {
+            store
+                .insert(challenge(&format!("a{i}"), "did:x:1", 1000), 0)
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.len(), 2);
+        let kept: Vec<String> = store
+            .take("did:x:1", None, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(kept, vec!["a3", "a4"]);
+        for i in 0..50 {
+            store
+                .insert(challenge(&format!("f{i}"), &format!("did:x:f{i}"), 1000), 0)
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.len(), 10);
+        assert_eq!(store.take("did:x:f49", None, 0).await.unwrap().len(), 1);
+        for i in 0..100 {
+            let id = format!("r{i}");
+            store
+                .insert(challenge(&id, "did:x:same", 1000), 0)
+                .await
+                .unwrap();
+        }
+        assert!(store.inner.lock().unwrap().order.len() <= 20);
+        assert!(store.take("did:x:f0", None, 0).await.unwrap().is_empty());
+    }
+}

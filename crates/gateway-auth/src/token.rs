@@ -1,0 +1,278 @@
+//! Issuing and verifying the gateway's JSON Web Tokens.
+//!
+//! HS256 only: the verifier pins the algorithm, so `none` and every other `alg` are refused.
+//! `iss` and `aud` are set and checked; `exp` is checked here against the injected [`Clock`]
+//! (not the library's own clock) with a leeway, so expiry is testable without sleeping.
+//! This module decides nothing about which scopes a subject deserves.
+
+use std::fmt;
+use std::sync::Arc;
+
+use gateway_core::{Claims, Clock, CoopId, Did, ScopeSet};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::RngCore;
+
+use crate::AuthError;
+
+/// Secrets shorter than this many bytes get a start-up warning.
+pub const RECOMMENDED_SECRET_LEN: usize = 32;
+
+/// Token settings, from the gateway's configuration.
+#[derive(Clone)]
+pub struct TokenConfig {
+    /// The HMAC secret.
+    pub secret: Vec<u8>,
+    /// `iss` claim written and required.
+    pub issuer: String,
+    /// `aud` claim written and required.
+    pub audience: String,
+    /// Lifetime of issued tokens, seconds.
+    pub ttl_secs: u64,
+    /// Tolerance for clock skew when checking `exp`, seconds.
+    pub leeway_secs: u64,
+}
+
+impl fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("ttl_secs", &self.ttl_secs)
+            .field("leeway_secs", &self.leeway_secs)
+            .finish()
+    }
+}
+
+impl TokenConfig {
+    /// The contract's defaults (one hour, 30 s leeway) around a secret.
+    pub fn with_secret(secret: impl Into<Vec<u8>>) -> Self {
+        Self {
+            secret: secret.into(),
+            issuer: "icn-gateway".into(),
+            audience: "icn-gateway".into(),
+            ttl_secs: 3600,
+            leeway_secs: 30,
+        }
+    }
+
+    /// Whether the secret is shorter than recommended (start-up should warn).
+    pub fn secret_is_short(&self) -> bool {
+        self.secret.len() < RECOMMENDED_SECRET_LEN
+    }
+}
+
+/// A freshly issued token.
+#[derive(Debug, Clone)]
+pub struct IssuedToken {
+    /// The compact JWT.
+    pub token: String,
+    /// Seconds until expiry.
+    pub expires_in: u64,
+    /// Expiry, Unix seconds.
+    pub expires_at: u64,
+    /// Granted scopes.
+    pub scopes: ScopeSet,
+}
+
+/// What a valid token says, already parsed into domain types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    /// The subject.
+    pub did: Did,
+    /// The cooperative context; `None` for identity-only tokens.
+    pub coop_id: Option<CoopId>,
+    /// Granted scopes.
+    pub scopes: ScopeSet,
+    /// Expiry, Unix seconds.
+    pub expires_at: u64,
+    /// Issue time, Unix seconds.
+    pub issued_at: u64,
+    /// Token id.
+    pub jti: String,
+}
+
+/// Issues and verifies tokens.
+pub struct TokenService {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    header: Header,
+    config: TokenConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for TokenService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenService {
+    /// Builds the service; an empty secret is refused.
+    pub fn new(config: TokenConfig, clock: Arc<dyn Clock>) -> Result<Self, AuthError> {
+        if config.secret.is_empty() {
+            return Err(AuthError::EmptySecret);
+        }
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[&config.issuer]);
+        validation.set_audience(&[&config.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // Expiry is checked against our clock in `verify`.
+        validation.validate_exp = false;
+        validation.leeway = 0;
+        Ok(Self {
+            encoding: EncodingKey::from_secret(&config.secret),
+            decoding: DecodingKey::from_secret(&config.secret),
+            validation,
+            header: Header::new(Algorithm::HS256),
+            config,
+            clock,
+        })
+    }
+
+    /// The configured lifetime, seconds.
+    pub fn ttl_secs(&self) -> u64 {
+        self.config.ttl_secs
+    }
+
+    /// Issues a token for a subject, a cooperative context and scopes.
+    pub fn issue(&self, did: &Did, coop_id: Option<&CoopId>, scopes: ScopeSet) -> IssuedToken {
+        let now = self.clock.now_unix_secs();
+        let mut jti = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut jti);
+        let claims = Claims {
+            sub: did.to_string(),
+            coop_id: coop_id.map(ToString::to_string),
+            scopes: scopes.to_strings(),
+            iat: now,
+            exp: now + self.config.ttl_secs,
+            iss: self.config.issuer.clone(),
+            aud: self.config.audience.clone(),
+            jti: hex::encode(jti),
+        };
+        let token = jsonwebtoken::encode(&self.header, &claims, &self.encoding)
+            .expect("HS256 encoding of plain claims cannot fail");
+        IssuedToken {
+            token,
+            expires_in: self.config.ttl_secs,
+            expires_at: claims.exp,
+            scopes,
+        }
+    }
+
+    /// Verifies signature, algorithm, issuer, audience and expiry, and parses the claims.
+    pub fn verify(&self, token: &str) -> Result<VerifiedToken, AuthError> {
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map_err(|_| AuthError::InvalidToken)?;
+        let claims = data.claims;
+        if claims.exp.saturating_add(self.config.leeway_secs) <= self.clock.now_unix_secs() {
+            return Err(AuthError::TokenExpired);
+        }
+        let did = Did::parse(&claims.sub).map_err(|_| AuthError::InvalidToken)?;
+        let coop_id = match claims.coop_id.as_deref() {
+            None => None,
+            Some(c) => Some(CoopId::parse(c).map_err(|_| AuthError::InvalidToken)?),
+        };
+        let scopes = ScopeSet::parse_all(&claims.scopes).map_err(|_| AuthError::InvalidToken)?;
+        Ok(VerifiedToken {
+            did,
+            coop_id,
+            scopes,
+            expires_at: claims.exp,
+            issued_at: claims.iat,
+            jti: claims.jti,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gateway_core::{ManualClock, Scope};
+    use proptest::prelude::*;
+
+    fn service(clock: &ManualClock) -> TokenService {
+        TokenService::new(
+            TokenConfig::with_secret("s".repeat(32)),
+            Arc::new(clock.clone()),
+        )
+        .unwrap()
+    }
+
+    fn did() -> Did {
+        Did::parse("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK").unwrap()
+    }
+
+    #[test]
+    fn empty_secret_is_refused_short_is_flagged() {
+        let clock = Arc::new(ManualClock::at_secs(0));
+        assert_eq!(
+            TokenService::new(TokenConfig::with_secret(""), clock).unwrap_err(),
+            AuthError::EmptySecret
+        );
+        assert!(TokenConfig::with_secret("short").secret_is_short());
+        assert!(!TokenConfig::with_secret("x".repeat(32)).secret_is_short());
+    }
+
+    #[test]
+    fn expiry_honours_leeway() {
+        let clock = ManualClock::at_secs(1_000_000);
+        let tokens = service(&clock);
+        let issued = tokens.issue(&did(), None, ScopeSet::EMPTY);
+        assert_eq!(issued.expires_at, 1_003_600);
+        clock.advance_secs(3600 + 29);
+        assert!(tokens.verify(&issued.token).is_ok());
+        clock.advance_secs(1);
+        assert_eq!(
+            tokens.verify(&issued.token).unwrap_err(),
+            AuthError::TokenExpired
+        );
+    }
+
+    #[test]
+    fn other_secret_issuer_or_audience_is_invalid() {
+        let clock = ManualClock::at_secs(1_000_000);
+        let tokens = service(&clock);
+        let token = tokens.issue(&did(), None, ScopeSet::EMPTY).token;
+        let mut other = TokenConfig::with_secret("t".repeat(32));
+        assert_eq!(
+            TokenService::new(other.clone(), Arc::new(clock.clone()))
+                .unwrap()
+                .verify(&token)
+                .unwrap_err(),
+            AuthError::InvalidToken
+        );
+        other.secret = "s".repeat(32).into_bytes();
+        other.audience = "someone-else".into();
+        assert_eq!(
+            TokenService::new(other, Arc::new(clock.clone()))
+                .unwrap()
+                .verify(&token)
+                .unwrap_err(),
+            AuthError::InvalidToken
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn issue_then_verify_round_trips(
+            scope_bits in proptest::collection::vec(any::<bool>(), Scope::ALL.len()),
+            coop in "[A-Za-z0-9_-]{1,64}",
+            with_coop in any::<bool>(),
+        ) {
+            let clock = ManualClock::at_secs(1_700_000_000);
+            let tokens = service(&clock);
+            let scopes: ScopeSet = Scope::ALL.iter().zip(&scope_bits).filter(|(_, b)| **b).map(|(s, _)| *s).collect();
+            let coop = with_coop.then(|| CoopId::parse(&coop).unwrap());
+            let issued = tokens.issue(&did(), coop.as_ref(), scopes);
+            let verified = tokens.verify(&issued.token).unwrap();
+            prop_assert_eq!(verified.did, did());
+            prop_assert_eq!(verified.coop_id, coop);
+            prop_assert_eq!(verified.scopes, scopes);
+            prop_assert_eq!(verified.expires_at, issued.expires_at);
+        }
+    }
+}

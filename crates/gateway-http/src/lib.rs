@@ -1,0 +1,126 @@
+//! The HTTP adapter of the gateway: the axum router for both route families (`/v1/...` and the
+//! short family), authentication extractors, the contract's error body, OpenAPI and Swagger UI,
+//! and serving with graceful shutdown.
+//!
+//! Handlers translate between wire DTOs and domain calls; no business rule lives here. WebSocket
+//! streams are served by `gateway-ws`, whose router is merged in by the binary.
+
+pub mod caller;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+pub mod routes;
+pub mod state;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Request, Uri};
+use axum::middleware::{from_fn, from_fn_with_state};
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub use caller::{Authorized, Caller};
+pub use error::{ApiError, ApiResult};
+pub use state::{AppState, CorsMode, HttpConfig};
+
+use crate::middleware::REQUEST_ID;
+use crate::routes::{auth, health, identity};
+
+/// Routes that need no token.
+fn public_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health::health))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(auth::challenge))
+        .routes(routes!(auth::verify))
+        .routes(routes!(identity::resolve))
+}
+
+/// Routes behind the `authenticate` middleware.
+fn protected_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(identity::own_did))
+        .routes(routes!(identity::own_public_key))
+}
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut api) = public_routes().split_for_parts();
+    api.merge(protected_routes().split_for_parts().1);
+    let mut doc = openapi::ApiDoc::openapi();
+    doc.merge(api);
+    doc
+}
+
+/// The whole HTTP API with its middleware, ready to serve.
+pub fn router(state: AppState) -> Router {
+    let (public, public_api) = public_routes().split_for_parts();
+    let (protected, protected_api) = protected_routes().split_for_parts();
+    let protected = protected.route_layer(from_fn_with_state(
+        state.auth.clone(),
+        middleware::authenticate,
+    ));
+    let mut doc = openapi::ApiDoc::openapi();
+    doc.merge(public_api);
+    doc.merge(protected_api);
+
+    let tls = state.config.tls;
+    let cors = middleware::cors_layer(&state.config);
+    Router::new()
+        .merge(public)
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                    let request_id = request
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!("request", method = %request.method(), path = request.uri().path(), request_id)
+                }))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(from_fn(middleware::log_internal_errors))
+                .layer(from_fn_with_state(tls, middleware::security_headers))
+                .layer(cors)
+                .layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)),
+        )
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    gateway_core::Error::not_found("route", uri.path()).into()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}

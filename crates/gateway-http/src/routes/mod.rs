@@ -1,0 +1,7 @@
+//! Route handlers, one module per area. Each handler carries its OpenAPI description
+//! (`#[utoipa::path]`), and its request and response DTOs live beside it: domain types are not
+//! wire types.
+
+pub mod auth;
+pub mod health;
+pub mod identity;

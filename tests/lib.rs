@@ -1,0 +1,1 @@
+//! End-to-end and workspace-level tests live in `tests/`.
