@@ -1,1 +1,2 @@
-//! End-to-end and workspace-level tests live in `tests/`.
+//! Workspace-level tests live beside this file: `architecture.rs` checks the crate graph against
+//! the invariants of `docs/ARCHITECTURE.md`. The library itself is empty.

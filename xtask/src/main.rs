@@ -1,1 +1,53 @@
-fn main() {}
+//! Project automation behind `cargo xtask`: the one test command, and the benchmark harness.
+//!
+//! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL and
+//! Redis at the local services unless `GATEWAY_TEST_POSTGRES_URL` / `GATEWAY_TEST_REDIS_URL` are
+//! already set. It uses only the standard library so it builds in seconds.
+
+use std::env;
+use std::process::{Command, ExitCode};
+
+const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask test [cargo test args…]");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `cargo test --workspace` with the service URLs the storage tests read.
+fn test(extra: &[String]) -> ExitCode {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .args(["test", "--workspace", "--locked"])
+        .args(extra);
+    for (name, default) in [
+        ("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL),
+    ] {
+        if env::var_os(name).is_none() {
+            command.env(name, default);
+        }
+    }
+    run(&mut command)
+}
+
+fn run(command: &mut Command) -> ExitCode {
+    match command.status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("xtask: {command:?} failed with {status}");
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("xtask: could not run {command:?}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -166,14 +166,12 @@ impl Amount {
                 .and_then(|v| v.checked_add(i64::from(d)))
                 .ok_or(AmountError::OutOfRange)?;
         }
-        if scale > 0 {
-            if value != 0 {
-                let factor =
-                    10i64.checked_pow(u32::try_from(scale).map_err(|_| AmountError::OutOfRange)?);
-                value = factor
-                    .and_then(|f| value.checked_mul(f))
-                    .ok_or(AmountError::OutOfRange)?;
-            }
+        if scale > 0 && value != 0 {
+            let exponent = u32::try_from(scale).map_err(|_| AmountError::OutOfRange)?;
+            value = 10i64
+                .checked_pow(exponent)
+                .and_then(|factor| value.checked_mul(factor))
+                .ok_or(AmountError::OutOfRange)?;
         }
         Ok(Self(if negative { -value } else { value }))
     }

@@ -241,6 +241,32 @@ impl DidResolver for KeyDidResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_arbitrary_text_never_panics(text in "\\PC{0,300}") {
+            let _ = Did::parse(&text).map(|did| KeyDidResolver.resolve(&did));
+        }
+
+        #[test]
+        fn parsing_did_like_text_never_panics(text in "did:[a-z0-9]{0,5}:[A-Za-z0-9._:%-]{0,80}") {
+            if let Ok(did) = Did::parse(&text) {
+                prop_assert_eq!(did.as_str(), text.as_str());
+                let _ = KeyDidResolver.resolve(&did);
+            }
+        }
+
+        #[test]
+        fn every_key_round_trips_through_both_methods(key in any::<[u8; 32]>()) {
+            let key = Ed25519PublicKey(key);
+            for did in [Did::key_from_public_key(&key), Did::icn_from_public_key(&key)] {
+                let reparsed = Did::parse(did.as_str()).unwrap();
+                prop_assert_eq!(&reparsed, &did);
+                prop_assert_eq!(KeyDidResolver.resolve(&reparsed).unwrap(), key);
+            }
+        }
+    }
 
     #[test]
     fn parses_the_parts() {

@@ -130,7 +130,7 @@ pub fn cors_layer(config: &HttpConfig) -> CorsLayer {
                 .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
                 .max_age(Duration::from_secs(3600));
             match origin {
-                Some(origin) => layer.allow_origin(AllowOrigin::exact(origin.clone())),
+                Some(origin) => layer.allow_origin(AllowOrigin::list([origin.clone()])),
                 None => layer.allow_origin(AllowOrigin::list(Vec::<HeaderValue>::new())),
             }
         }

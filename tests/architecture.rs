@@ -1,0 +1,188 @@
+//! The architecture invariants of `docs/ARCHITECTURE.md`, checked against the real crate graph
+//! (`cargo metadata`). Each invariant is an absence: an edge that must not exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cargo_metadata::{DependencyKind, MetadataCommand};
+
+/// Normal (non-dev, non-build) dependencies of every workspace crate, by name.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let metadata = MetadataCommand::new()
+        .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .no_deps()
+        .exec()
+        .expect("cargo metadata");
+    metadata
+        .workspace_packages()
+        .into_iter()
+        .map(|p| {
+            let deps = p
+                .dependencies
+                .iter()
+                .filter(|d| d.kind == DependencyKind::Normal)
+                .map(|d| d.name.clone())
+                .collect();
+            (p.name.to_string(), deps)
+        })
+        .collect()
+}
+
+fn assert_absent(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    krate: &str,
+    forbidden: &[&str],
+    why: &str,
+) {
+    let deps = graph
+        .get(krate)
+        .unwrap_or_else(|| panic!("crate {krate} is missing from the workspace"));
+    let found: Vec<&&str> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
+    assert!(
+        found.is_empty(),
+        "{krate} must not depend on {found:?}: {why}"
+    );
+}
+
+const OURS: &[&str] = &[
+    "gateway-core",
+    "gateway-auth",
+    "gateway-limits",
+    "gateway-domain",
+    "gateway-store",
+    "gateway-http",
+    "gateway-ws",
+    "gatewayd",
+];
+
+const TRANSPORT: &[&str] = &[
+    "axum",
+    "hyper",
+    "http",
+    "tower",
+    "tower-http",
+    "axum-server",
+    "tokio-tungstenite",
+    "utoipa",
+];
+
+#[test]
+fn core_depends_on_no_crate_of_ours() {
+    assert_absent(
+        &graph(),
+        "gateway-core",
+        OURS,
+        "it is the shared vocabulary at the centre",
+    );
+}
+
+#[test]
+fn limits_stands_alone_without_axum() {
+    let g = graph();
+    assert_absent(
+        &g,
+        "gateway-limits",
+        OURS,
+        "other services embed it on its own",
+    );
+    assert_absent(
+        &g,
+        "gateway-limits",
+        &["axum", "hyper", "axum-server"],
+        "it is usable outside axum",
+    );
+}
+
+#[test]
+fn domain_knows_nothing_of_transport_or_sql() {
+    let g = graph();
+    assert_absent(
+        &g,
+        "gateway-domain",
+        TRANSPORT,
+        "the domain knows nothing of HTTP or WebSockets",
+    );
+    assert_absent(
+        &g,
+        "gateway-domain",
+        &["sqlx", "redis"],
+        "storage is reached through ports",
+    );
+    assert_absent(
+        &g,
+        "gateway-domain",
+        &["gateway-http", "gateway-ws", "gateway-store", "gatewayd"],
+        "dependencies point inward",
+    );
+}
+
+#[test]
+fn auth_knows_nothing_of_transport_or_storage() {
+    let g = graph();
+    assert_absent(
+        &g,
+        "gateway-auth",
+        TRANSPORT,
+        "login is transport-independent",
+    );
+    assert_absent(
+        &g,
+        "gateway-auth",
+        &[
+            "sqlx",
+            "gateway-domain",
+            "gateway-store",
+            "gateway-http",
+            "gateway-ws",
+        ],
+        "it sees membership through a trait",
+    );
+}
+
+#[test]
+fn only_the_transport_crates_know_the_wire() {
+    let g = graph();
+    for krate in [
+        "gateway-core",
+        "gateway-auth",
+        "gateway-limits",
+        "gateway-domain",
+        "gateway-store",
+    ] {
+        assert_absent(
+            &g,
+            krate,
+            &["axum", "utoipa", "tokio-tungstenite"],
+            "only gateway-http and gateway-ws know the wire format",
+        );
+    }
+}
+
+#[test]
+fn transport_reaches_storage_only_through_the_domain() {
+    let g = graph();
+    for krate in ["gateway-http", "gateway-ws"] {
+        assert_absent(
+            &g,
+            krate,
+            &["gateway-store", "sqlx", "gatewayd"],
+            "handlers call domain ports, never SQL",
+        );
+    }
+    assert_absent(
+        &g,
+        "gateway-store",
+        &["gateway-http", "gateway-ws", "axum", "gatewayd"],
+        "the store is below the transport",
+    );
+}
+
+#[test]
+fn nothing_depends_on_the_binary() {
+    let g = graph();
+    for (krate, deps) in &g {
+        assert!(
+            !deps.contains("gatewayd"),
+            "{krate} depends on the gatewayd binary"
+        );
+    }
+}
