@@ -16,31 +16,17 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         .workspace_packages()
         .into_iter()
         .map(|p| {
-            let deps = p
-                .dependencies
-                .iter()
-                .filter(|d| d.kind == DependencyKind::Normal)
-                .map(|d| d.name.clone())
-                .collect();
+            let deps =
+                p.dependencies.iter().filter(|d| d.kind == DependencyKind::Normal).map(|d| d.name.clone()).collect();
             (p.name.to_string(), deps)
         })
         .collect()
 }
 
-fn assert_absent(
-    graph: &BTreeMap<String, BTreeSet<String>>,
-    krate: &str,
-    forbidden: &[&str],
-    why: &str,
-) {
-    let deps = graph
-        .get(krate)
-        .unwrap_or_else(|| panic!("crate {krate} is missing from the workspace"));
+fn assert_absent(graph: &BTreeMap<String, BTreeSet<String>>, krate: &str, forbidden: &[&str], why: &str) {
+    let deps = graph.get(krate).unwrap_or_else(|| panic!("crate {krate} is missing from the workspace"));
     let found: Vec<&&str> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
-    assert!(
-        found.is_empty(),
-        "{krate} must not depend on {found:?}: {why}"
-    );
+    assert!(found.is_empty(), "{krate} must not depend on {found:?}: {why}");
 }
 
 const OURS: &[&str] = &[
@@ -54,59 +40,26 @@ const OURS: &[&str] = &[
     "gatewayd",
 ];
 
-const TRANSPORT: &[&str] = &[
-    "axum",
-    "hyper",
-    "http",
-    "tower",
-    "tower-http",
-    "axum-server",
-    "tokio-tungstenite",
-    "utoipa",
-];
+const TRANSPORT: &[&str] =
+    &["axum", "hyper", "http", "tower", "tower-http", "axum-server", "tokio-tungstenite", "utoipa"];
 
 #[test]
 fn core_depends_on_no_crate_of_ours() {
-    assert_absent(
-        &graph(),
-        "gateway-core",
-        OURS,
-        "it is the shared vocabulary at the centre",
-    );
+    assert_absent(&graph(), "gateway-core", OURS, "it is the shared vocabulary at the centre");
 }
 
 #[test]
 fn limits_stands_alone_without_axum() {
     let g = graph();
-    assert_absent(
-        &g,
-        "gateway-limits",
-        OURS,
-        "other services embed it on its own",
-    );
-    assert_absent(
-        &g,
-        "gateway-limits",
-        &["axum", "hyper", "axum-server"],
-        "it is usable outside axum",
-    );
+    assert_absent(&g, "gateway-limits", OURS, "other services embed it on its own");
+    assert_absent(&g, "gateway-limits", &["axum", "hyper", "axum-server"], "it is usable outside axum");
 }
 
 #[test]
 fn domain_knows_nothing_of_transport_or_sql() {
     let g = graph();
-    assert_absent(
-        &g,
-        "gateway-domain",
-        TRANSPORT,
-        "the domain knows nothing of HTTP or WebSockets",
-    );
-    assert_absent(
-        &g,
-        "gateway-domain",
-        &["sqlx", "redis"],
-        "storage is reached through ports",
-    );
+    assert_absent(&g, "gateway-domain", TRANSPORT, "the domain knows nothing of HTTP or WebSockets");
+    assert_absent(&g, "gateway-domain", &["sqlx", "redis"], "storage is reached through ports");
     assert_absent(
         &g,
         "gateway-domain",
@@ -118,22 +71,11 @@ fn domain_knows_nothing_of_transport_or_sql() {
 #[test]
 fn auth_knows_nothing_of_transport_or_storage() {
     let g = graph();
+    assert_absent(&g, "gateway-auth", TRANSPORT, "login is transport-independent");
     assert_absent(
         &g,
         "gateway-auth",
-        TRANSPORT,
-        "login is transport-independent",
-    );
-    assert_absent(
-        &g,
-        "gateway-auth",
-        &[
-            "sqlx",
-            "gateway-domain",
-            "gateway-store",
-            "gateway-http",
-            "gateway-ws",
-        ],
+        &["sqlx", "gateway-domain", "gateway-store", "gateway-http", "gateway-ws"],
         "it sees membership through a trait",
     );
 }
@@ -141,13 +83,7 @@ fn auth_knows_nothing_of_transport_or_storage() {
 #[test]
 fn only_the_transport_crates_know_the_wire() {
     let g = graph();
-    for krate in [
-        "gateway-core",
-        "gateway-auth",
-        "gateway-limits",
-        "gateway-domain",
-        "gateway-store",
-    ] {
+    for krate in ["gateway-core", "gateway-auth", "gateway-limits", "gateway-domain", "gateway-store"] {
         assert_absent(
             &g,
             krate,
@@ -161,12 +97,7 @@ fn only_the_transport_crates_know_the_wire() {
 fn transport_reaches_storage_only_through_the_domain() {
     let g = graph();
     for krate in ["gateway-http", "gateway-ws"] {
-        assert_absent(
-            &g,
-            krate,
-            &["gateway-store", "sqlx", "gatewayd"],
-            "handlers call domain ports, never SQL",
-        );
+        assert_absent(&g, krate, &["gateway-store", "sqlx", "gatewayd"], "handlers call domain ports, never SQL");
     }
     assert_absent(
         &g,
@@ -180,9 +111,6 @@ fn transport_reaches_storage_only_through_the_domain() {
 fn nothing_depends_on_the_binary() {
     let g = graph();
     for (krate, deps) in &g {
-        assert!(
-            !deps.contains("gatewayd"),
-            "{krate} depends on the gatewayd binary"
-        );
+        assert!(!deps.contains("gatewayd"), "{krate} depends on the gatewayd binary");
     }
 }

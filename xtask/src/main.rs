@@ -24,13 +24,10 @@ fn main() -> ExitCode {
 /// Runs `cargo test --workspace` with the service URLs the storage tests read.
 fn test(extra: &[String]) -> ExitCode {
     let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command
-        .args(["test", "--workspace", "--locked"])
-        .args(extra);
-    for (name, default) in [
-        ("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
-        ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL),
-    ] {
+    command.args(["test", "--workspace", "--locked"]).args(extra);
+    for (name, default) in
+        [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
+    {
         if env::var_os(name).is_none() {
             command.env(name, default);
         }

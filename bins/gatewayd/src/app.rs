@@ -4,21 +4,23 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
 use axum::http::HeaderValue;
 use axum::routing::get;
-use gateway_auth::challenge::MemoryChallengeStore;
-use gateway_auth::{Authenticator, ScopePolicy, TokenConfig, TokenService};
-use gateway_core::{Clock, KeyDidResolver, SystemClock};
-use gateway_http::{AppState, CorsMode, HttpConfig};
+use gateway_auth::TokenConfig;
+use gateway_core::SystemClock;
+use gateway_http::limits::parse_proxy;
+use gateway_http::state::AssembleOptions;
+use gateway_http::{CorsMode, HttpConfig};
 use gateway_store::Store;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
 use crate::config::{GatewayConfig, TlsFiles};
+use crate::tasks;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
@@ -34,35 +36,18 @@ pub(crate) async fn run(
             config.trust_default
         );
     }
-    let tokens = TokenConfig {
-        ttl_secs: config.token_ttl,
-        ..TokenConfig::with_secret(config.jwt_secret.clone().into_bytes())
-    };
+    let tokens =
+        TokenConfig { ttl_secs: config.token_ttl, ..TokenConfig::with_secret(config.jwt_secret.clone().into_bytes()) };
     if tokens.secret_is_short() {
         tracing::warn!(
             "the JWT secret is shorter than {} bytes; use a longer random secret",
             gateway_auth::token::RECOMMENDED_SECRET_LEN
         );
     }
-    let metrics = PrometheusBuilder::new()
-        .install_recorder()
-        .context("installing the metrics recorder")?;
+    let metrics = PrometheusBuilder::new().install_recorder().context("installing the metrics recorder")?;
 
-    let store = Store::open(&config.store)
-        .await
-        .with_context(|| format!("opening the store {:?}", config.store))?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let resolver = Arc::new(KeyDidResolver);
-    let tokens = Arc::new(TokenService::new(tokens, clock.clone())?);
-    let store = Arc::new(store);
-    let auth = Authenticator::new(
-        resolver.clone(),
-        Arc::new(MemoryChallengeStore::default()),
-        tokens,
-        ScopePolicy::new(store.clone(), config.open_enrollment),
-        clock.clone(),
-        config.challenge_ttl,
-    );
+    let store =
+        Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {:?}", config.store))?);
     let cors = if config.dev {
         CorsMode::Development
     } else {
@@ -74,27 +59,31 @@ pub(crate) async fn run(
             .context("--cors-origin is not a valid header value")?;
         CorsMode::Production { origin }
     };
-    let state = AppState {
-        auth,
-        resolver,
-        clock,
-        store_health: store,
-        config: Arc::new(HttpConfig {
-            cors,
-            tls: config.tls.is_some(),
-            version: env!("CARGO_PKG_VERSION"),
-        }),
-        started_at: Instant::now(),
+    let trusted_proxies = config
+        .trusted_proxies
+        .iter()
+        .map(|p| parse_proxy(p).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = AssembleOptions {
+        token: tokens,
+        challenge_ttl_secs: config.challenge_ttl,
+        open_enrollment: config.open_enrollment,
+        trust_anchors: config.trust_anchors.clone(),
+        trust_default: config.trust_default,
+        trusted_proxies,
+        http: HttpConfig { cors, tls: config.tls.is_some(), version: env!("CARGO_PKG_VERSION") },
+        clock: Arc::new(SystemClock),
+        limiter_clock: Arc::new(gateway_limits::SystemClock::new()),
+        membership_ttl: Duration::from_secs(1),
     };
+    let state = gateway_http::state::assemble(store.clone(), options).await?;
+    tasks::spawn_background(&state, store.postgres_pool().is_some());
     let app = gateway_http::router(state);
 
     let metrics_listener = TcpListener::bind(config.metrics_listen)
         .await
         .with_context(|| format!("binding the metrics listener {}", config.metrics_listen))?;
-    tracing::info!(
-        "metrics on http://{}/metrics",
-        metrics_listener.local_addr()?
-    );
+    tracing::info!("metrics on http://{}/metrics", metrics_listener.local_addr()?);
     tokio::spawn(serve_metrics(metrics_listener, metrics));
 
     let listener = TcpListener::bind(config.listen)
@@ -144,15 +133,12 @@ async fn serve_tls(
         .with_context(|| format!("reading {}", files.cert.display()))?
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("parsing {}", files.cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .with_context(|| format!("reading {}", files.key.display()))?;
-    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .context("building the TLS configuration")?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).with_context(|| format!("reading {}", files.key.display()))?;
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("building the TLS configuration")?;
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server));
 

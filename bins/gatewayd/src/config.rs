@@ -68,12 +68,7 @@ pub(crate) struct Settings {
     #[arg(long, env = "ICN_GATEWAY_REDIS", global = true)]
     pub(crate) redis: Option<String>,
     /// HMAC secret of the tokens (at least 32 bytes recommended).
-    #[arg(
-        long,
-        env = "ICN_GATEWAY_JWT_SECRET",
-        global = true,
-        hide_env_values = true
-    )]
+    #[arg(long, env = "ICN_GATEWAY_JWT_SECRET", global = true, hide_env_values = true)]
     pub(crate) jwt_secret: Option<String>,
     /// Token lifetime in seconds [default: 3600].
     #[arg(long, env = "ICN_GATEWAY_TOKEN_TTL", global = true)]
@@ -82,23 +77,13 @@ pub(crate) struct Settings {
     #[arg(long, env = "ICN_GATEWAY_CHALLENGE_TTL", global = true)]
     pub(crate) challenge_ttl: Option<u64>,
     /// A trust anchor DID (repeatable; the variable takes a comma-separated list).
-    #[arg(
-        long = "trust-anchor",
-        env = "ICN_GATEWAY_TRUST_ANCHOR",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long = "trust-anchor", env = "ICN_GATEWAY_TRUST_ANCHOR", value_delimiter = ',', global = true)]
     pub(crate) trust_anchors: Vec<String>,
     /// Trust score of DIDs with no path from an anchor [default: 0.0; --dev: 0.9].
     #[arg(long, env = "ICN_GATEWAY_TRUST_DEFAULT", global = true)]
     pub(crate) trust_default: Option<f64>,
     /// A proxy (IP or CIDR) whose X-Forwarded-For is believed (repeatable).
-    #[arg(
-        long = "trusted-proxy",
-        env = "ICN_GATEWAY_TRUSTED_PROXY",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long = "trusted-proxy", env = "ICN_GATEWAY_TRUSTED_PROXY", value_delimiter = ',', global = true)]
     pub(crate) trusted_proxies: Vec<String>,
     /// Keystore file holding the governance signing key (unlocked with ICN_PASSPHRASE).
     #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
@@ -213,35 +198,26 @@ impl GatewayConfig {
     pub(crate) fn resolve(settings: Settings) -> anyhow::Result<Self> {
         let file = match &settings.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading config file {}", path.display()))?;
+                let text =
+                    std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
                 toml::from_str::<FileConfig>(&text)
                     .with_context(|| format!("parsing config file {}", path.display()))?
             }
             None => FileConfig::default(),
         };
         let dev = settings.dev || file.dev.unwrap_or(false);
-        let store_text = settings.store.or(file.store).unwrap_or_else(|| {
-            if dev {
-                "memory".to_owned()
-            } else {
-                "sqlite:gateway.db".to_owned()
-            }
-        });
-        let store = store_text
-            .parse::<StoreSpec>()
-            .map_err(anyhow::Error::msg)?;
+        let store_text = settings
+            .store
+            .or(file.store)
+            .unwrap_or_else(|| if dev { "memory".to_owned() } else { "sqlite:gateway.db".to_owned() });
+        let store = store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)?;
         let jwt_secret = settings.jwt_secret.or(file.jwt_secret).unwrap_or_default();
         if jwt_secret.is_empty() {
             bail!(
                 "the JWT secret is empty: set ICN_GATEWAY_JWT_SECRET (or --jwt-secret, or jwt_secret in the config file); the gateway refuses to start without one"
             );
         }
-        let anchors_text = first_non_empty([
-            settings.trust_anchors,
-            file.trust_anchor,
-            file.trust.anchors,
-        ]);
+        let anchors_text = first_non_empty([settings.trust_anchors, file.trust_anchor, file.trust.anchors]);
         let trust_anchors = anchors_text
             .iter()
             .map(|a| Did::parse(a).map_err(|e| anyhow::anyhow!("trust anchor '{a}': {e}")))
@@ -254,10 +230,7 @@ impl GatewayConfig {
         if !(0.0..=1.0).contains(&trust_default) {
             bail!("trust default must be between 0 and 1, got {trust_default}");
         }
-        let tls = match (
-            settings.tls_cert.or(file.tls_cert),
-            settings.tls_key.or(file.tls_key),
-        ) {
+        let tls = match (settings.tls_cert.or(file.tls_cert), settings.tls_key.or(file.tls_key)) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
             _ => bail!("TLS needs both --tls-cert and --tls-key"),
@@ -268,10 +241,7 @@ impl GatewayConfig {
             bail!("token and challenge lifetimes must be at least one second");
         }
         Ok(Self {
-            listen: settings
-                .listen
-                .or(file.listen)
-                .unwrap_or_else(|| "127.0.0.1:8080".parse().expect("valid")),
+            listen: settings.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:8080".parse().expect("valid")),
             metrics_listen: settings
                 .metrics_listen
                 .or(file.metrics_listen)
@@ -307,10 +277,7 @@ impl GatewayConfig {
             self.jwt_secret.len(),
             self.token_ttl,
             self.challenge_ttl,
-            self.trust_anchors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
+            self.trust_anchors.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.trust_default,
             self.trusted_proxies,
             self.keystore,
@@ -323,10 +290,7 @@ impl GatewayConfig {
 }
 
 fn first_non_empty<const N: usize>(lists: [Vec<String>; N]) -> Vec<String> {
-    lists
-        .into_iter()
-        .find(|l| !l.is_empty())
-        .unwrap_or_default()
+    lists.into_iter().find(|l| !l.is_empty()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -334,10 +298,7 @@ mod tests {
     use super::*;
 
     fn settings() -> Settings {
-        Settings {
-            jwt_secret: Some("x".repeat(32)),
-            ..Settings::default()
-        }
+        Settings { jwt_secret: Some("x".repeat(32)), ..Settings::default() }
     }
 
     #[test]
@@ -354,11 +315,7 @@ mod tests {
         assert_eq!(config.store, StoreSpec::SqliteFile("gateway.db".into()));
         assert!(!config.open_enrollment);
         assert_eq!(config.trust_default, 0.0);
-        let dev = GatewayConfig::resolve(Settings {
-            dev: true,
-            ..settings()
-        })
-        .unwrap();
+        let dev = GatewayConfig::resolve(Settings { dev: true, ..settings() }).unwrap();
         assert!(dev.open_enrollment);
         assert_eq!(dev.trust_default, 0.9);
         assert_eq!(dev.store, StoreSpec::Memory);
@@ -373,33 +330,20 @@ mod tests {
             "listen = \"127.0.0.1:9999\"\ntoken_ttl = 60\n[auth]\nopen_enrollment = true\n[trust]\ndefault_score = 0.4\n",
         )
         .unwrap();
-        let config = GatewayConfig::resolve(Settings {
-            config: Some(path.clone()),
-            token_ttl: Some(120),
-            ..settings()
-        })
-        .unwrap();
+        let config =
+            GatewayConfig::resolve(Settings { config: Some(path.clone()), token_ttl: Some(120), ..settings() })
+                .unwrap();
         assert_eq!(config.listen.port(), 9999);
         assert_eq!(config.token_ttl, 120, "the flag wins over the file");
         assert!(config.open_enrollment);
         assert_eq!(config.trust_default, 0.4);
         std::fs::write(&path, "no_such_key = 1\n").unwrap();
-        assert!(
-            GatewayConfig::resolve(Settings {
-                config: Some(path),
-                ..settings()
-            })
-            .is_err()
-        );
+        assert!(GatewayConfig::resolve(Settings { config: Some(path), ..settings() }).is_err());
     }
 
     #[test]
     fn tls_needs_both_files() {
-        let err = GatewayConfig::resolve(Settings {
-            tls_cert: Some("c.pem".into()),
-            ..settings()
-        })
-        .unwrap_err();
+        let err = GatewayConfig::resolve(Settings { tls_cert: Some("c.pem".into()), ..settings() }).unwrap_err();
         assert!(err.to_string().contains("both"));
     }
 }

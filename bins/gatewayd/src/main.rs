@@ -6,6 +6,7 @@
 
 mod app;
 mod config;
+mod tasks;
 
 use clap::Parser;
 
@@ -18,9 +19,7 @@ async fn main() -> anyhow::Result<()> {
     let config = GatewayConfig::resolve(cli.settings)?;
     match cli.command {
         None | Some(Command::Serve) => app::run(config, shutdown_signal()).await,
-        Some(Command::Config {
-            action: ConfigAction::Check,
-        }) => {
+        Some(Command::Config { action: ConfigAction::Check }) => {
             println!("configuration is valid\n{}", config.summary());
             Ok(())
         }
@@ -33,9 +32,7 @@ fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
     if std::env::var("ICN_GATEWAY_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();
     } else {

@@ -31,19 +31,9 @@ fn start(extra: &[&str]) -> Gateway {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("gw.db").display());
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--store",
-            &store,
-        ])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
         .args(extra)
-        .env(
-            "ICN_GATEWAY_JWT_SECRET",
-            "an-end-to-end-secret-of-32-bytes!!",
-        )
+        .env("ICN_GATEWAY_JWT_SECRET", "an-end-to-end-secret-of-32-bytes!!")
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -58,9 +48,7 @@ fn start(extra: &[&str]) -> Gateway {
     });
     let (mut api, mut metrics) = (None, None);
     while api.is_none() || metrics.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("gatewayd did not report its addresses");
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("gatewayd did not report its addresses");
         if let Some(rest) = line.split("listening on http://").nth(1) {
             api = Some(rest.trim().to_owned());
         }
@@ -68,30 +56,14 @@ fn start(extra: &[&str]) -> Gateway {
             metrics = Some(rest.trim().trim_end_matches("/metrics").to_owned());
         }
     }
-    Gateway {
-        child,
-        api: api.unwrap(),
-        metrics: metrics.unwrap(),
-        _dir: dir,
-    }
+    Gateway { child, api: api.unwrap(), metrics: metrics.unwrap(), _dir: dir }
 }
 
-async fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (u16, String) {
+async fn request(addr: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, String) {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
     tokio::spawn(conn);
-    let mut builder = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr);
+    let mut builder = Request::builder().method(method).uri(path).header("host", addr);
     if let Some(token) = token {
         builder = builder.header("authorization", format!("Bearer {token}"));
     }
@@ -102,22 +74,13 @@ async fn request(
         }
         None => Full::new(Bytes::new()),
     };
-    let response = sender
-        .send_request(builder.body(body).unwrap())
-        .await
-        .unwrap();
+    let response = sender.send_request(builder.body(body).unwrap()).await.unwrap();
     let status = response.status().as_u16();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-async fn json_request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (u16, Value) {
+async fn json_request(addr: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, Value) {
     let (status, text) = request(addr, method, path, body, token).await;
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
@@ -130,22 +93,11 @@ async fn login_with_a_real_key_then_stop_cleanly() {
     assert_eq!(health["store"], "sqlite");
 
     let signing = SigningKey::from_bytes(&[42; 32]);
-    let did = gateway_core::Did::key_from_public_key(&gateway_core::Ed25519PublicKey(
-        signing.verifying_key().to_bytes(),
-    ));
-    let (_, challenge) = json_request(
-        &gateway.api,
-        "POST",
-        "/v1/auth/challenge",
-        Some(json!({ "did": did.to_string() })),
-        None,
-    )
-    .await;
-    let signature = hex::encode(
-        signing
-            .sign(challenge["nonce"].as_str().unwrap().as_bytes())
-            .to_bytes(),
-    );
+    let did =
+        gateway_core::Did::key_from_public_key(&gateway_core::Ed25519PublicKey(signing.verifying_key().to_bytes()));
+    let (_, challenge) =
+        json_request(&gateway.api, "POST", "/v1/auth/challenge", Some(json!({ "did": did.to_string() })), None).await;
+    let signature = hex::encode(signing.sign(challenge["nonce"].as_str().unwrap().as_bytes()).to_bytes());
     // A cooperative that does not exist yet: the bootstrap scopes are granted.
     let (status, token) = json_request(
         &gateway.api,
@@ -163,33 +115,18 @@ async fn login_with_a_real_key_then_stop_cleanly() {
 
     let (status, metrics) = request(&gateway.metrics, "GET", "/metrics", None, None).await;
     assert_eq!(status, 200);
-    assert!(
-        metrics.contains("icn_gateway_auth_challenges_total"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("icn_gateway_auth_verifications_total{result=\"success\"}"),
-        "{metrics}"
-    );
+    assert!(metrics.contains("icn_gateway_auth_challenges_total"), "{metrics}");
+    assert!(metrics.contains("icn_gateway_auth_verifications_total{result=\"success\"}"), "{metrics}");
 
     let pid = gateway.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(status) = gateway.child.try_wait().unwrap() {
             assert!(status.success(), "gatewayd exited with {status}");
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gatewayd did not stop after SIGTERM"
-        );
+        assert!(std::time::Instant::now() < deadline, "gatewayd did not stop after SIGTERM");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

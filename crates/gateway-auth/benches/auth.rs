@@ -17,8 +17,8 @@ use ed25519_dalek::{Signer, SigningKey};
 use gateway_auth::challenge::{Challenge, ChallengeStore, MemoryChallengeStore};
 use gateway_auth::{Authenticator, LoginRequest, ScopePolicy, TokenConfig, TokenService};
 use gateway_core::{
-    Clock, CoopId, Did, Ed25519PublicKey, Error, KeyDidResolver, Membership, MembershipLookup,
-    Role, ScopeSet, SystemClock,
+    Clock, CoopId, Did, Ed25519PublicKey, Error, KeyDidResolver, Membership, MembershipLookup, Role, ScopeSet,
+    SystemClock,
 };
 
 #[derive(Debug)]
@@ -32,21 +32,13 @@ impl MembershipLookup for AlwaysMember {
 }
 
 fn bench_token_validation(c: &mut Criterion) {
-    let tokens = TokenService::new(
-        TokenConfig::with_secret("b".repeat(32)),
-        Arc::new(SystemClock),
-    )
-    .unwrap();
+    let tokens = TokenService::new(TokenConfig::with_secret("b".repeat(32)), Arc::new(SystemClock)).unwrap();
     let signing = SigningKey::from_bytes(&[3; 32]);
     let did = Did::key_from_public_key(&Ed25519PublicKey(signing.verifying_key().to_bytes()));
     let coop = CoopId::parse("bench-coop").unwrap();
     let token = tokens.issue(&did, Some(&coop), ScopeSet::all()).token;
-    c.bench_function("token/validate", |b| {
-        b.iter(|| tokens.verify(black_box(&token)).unwrap())
-    });
-    c.bench_function("token/issue", |b| {
-        b.iter(|| tokens.issue(black_box(&did), Some(&coop), ScopeSet::all()))
-    });
+    c.bench_function("token/validate", |b| b.iter(|| tokens.verify(black_box(&token)).unwrap()));
+    c.bench_function("token/issue", |b| b.iter(|| tokens.issue(black_box(&did), Some(&coop), ScopeSet::all())));
 }
 
 fn bench_verify(c: &mut Criterion) {
@@ -59,9 +51,7 @@ fn bench_verify(c: &mut Criterion) {
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let challenges = Arc::new(MemoryChallengeStore::default());
-    let tokens = Arc::new(
-        TokenService::new(TokenConfig::with_secret("b".repeat(32)), clock.clone()).unwrap(),
-    );
+    let tokens = Arc::new(TokenService::new(TokenConfig::with_secret("b".repeat(32)), clock.clone()).unwrap());
     let auth = Authenticator::new(
         Arc::new(KeyDidResolver),
         challenges.clone(),
@@ -70,16 +60,10 @@ fn bench_verify(c: &mut Criterion) {
         clock.clone(),
         300,
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let mut group = c.benchmark_group("verify");
     group.bench_function("bare_ed25519", |b| {
-        b.iter(|| {
-            verifying
-                .verify_strict(black_box(nonce.as_bytes()), black_box(&signature))
-                .unwrap()
-        })
+        b.iter(|| verifying.verify_strict(black_box(nonce.as_bytes()), black_box(&signature)).unwrap())
     });
     let mut next_id = 0u64;
     group.bench_function("login", |b| {
@@ -92,9 +76,7 @@ fn bench_verify(c: &mut Criterion) {
                     nonce: nonce.clone(),
                     expires_at_millis: clock.now_unix_millis() + 300_000,
                 };
-                runtime
-                    .block_on(challenges.insert(challenge.clone(), 0))
-                    .unwrap();
+                runtime.block_on(challenges.insert(challenge.clone(), 0)).unwrap();
                 LoginRequest {
                     did: did.to_string(),
                     signature: signature_hex.clone(),

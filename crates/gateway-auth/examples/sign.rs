@@ -10,11 +10,7 @@ use gateway_core::{Did, Ed25519PublicKey};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(seed) = args
-        .first()
-        .and_then(|s| hex::decode(s).ok())
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-    else {
+    let Some(seed) = args.first().and_then(|s| hex::decode(s).ok()).and_then(|b| <[u8; 32]>::try_from(b).ok()) else {
         eprintln!("usage: sign <32-byte seed as 64 hex chars> [nonce]");
         std::process::exit(2);
     };
@@ -23,9 +19,6 @@ fn main() {
     println!("did:key   {}", Did::key_from_public_key(&public));
     println!("did:icn   {}", Did::icn_from_public_key(&public));
     if let Some(nonce) = args.get(1) {
-        println!(
-            "signature {}",
-            hex::encode(signing.sign(nonce.as_bytes()).to_bytes())
-        );
+        println!("signature {}", hex::encode(signing.sign(nonce.as_bytes()).to_bytes()));
     }
 }

@@ -69,14 +69,7 @@ impl Authenticator {
         clock: Arc<dyn Clock>,
         challenge_ttl_secs: u64,
     ) -> Self {
-        Self {
-            resolver,
-            challenges,
-            tokens,
-            policy,
-            clock,
-            challenge_ttl_secs,
-        }
+        Self { resolver, challenges, tokens, policy, clock, challenge_ttl_secs }
     }
 
     /// The token service, for verifying tokens on protected routes.
@@ -91,8 +84,7 @@ impl Authenticator {
 
     /// Parses a DID and checks that its method is resolvable (spec: "the DID must parse").
     pub fn parse_did(&self, text: &str) -> Result<(Did, gateway_core::Ed25519PublicKey), Error> {
-        let did = Did::parse(text)
-            .map_err(|e| Error::bad_request_field("did", format!("invalid DID: {e}")))?;
+        let did = Did::parse(text).map_err(|e| Error::bad_request_field("did", format!("invalid DID: {e}")))?;
         let key = self.resolver.resolve(&did)?;
         Ok((did, key))
     }
@@ -137,9 +129,7 @@ impl Authenticator {
     }
 
     async fn login_steps(&self, request: LoginRequest) -> Result<LoginResult, Error> {
-        let (did, key) = self
-            .parse_did(&request.did)
-            .inspect_err(|_| failure("invalid_did"))?;
+        let (did, key) = self.parse_did(&request.did).inspect_err(|_| failure("invalid_did"))?;
         let scopes = match &request.scopes {
             None => ScopeSet::EMPTY,
             Some(scopes) => ScopeSet::parse_all(scopes).map_err(|bad| {
@@ -150,10 +140,7 @@ impl Authenticator {
         let coop_id = match request.coop_id.as_deref() {
             None if request.scopes.as_ref().is_some_and(|s| !s.is_empty()) => {
                 failure("missing_coop_id");
-                return Err(Error::bad_request_field(
-                    "coop_id",
-                    "coop_id is required when scopes are requested",
-                ));
+                return Err(Error::bad_request_field("coop_id", "coop_id is required when scopes are requested"));
             }
             None => None,
             Some(text) => Some(CoopId::parse(text).map_err(|why| {
@@ -161,38 +148,24 @@ impl Authenticator {
                 Error::bad_request_field("coop_id", format!("invalid coop_id: {why}"))
             })?),
         };
-        let signature = decode_signature_hex(&request.signature)
-            .inspect_err(|_| failure("invalid_signature_encoding"))?;
+        let signature =
+            decode_signature_hex(&request.signature).inspect_err(|_| failure("invalid_signature_encoding"))?;
         let now = self.clock.now_unix_millis();
-        let candidates = self
-            .challenges
-            .take(did.as_str(), request.challenge_id.as_deref(), now)
-            .await?;
+        let candidates = self.challenges.take(did.as_str(), request.challenge_id.as_deref(), now).await?;
         if candidates.is_empty() {
             failure(AuthError::UnknownChallenge.reason());
             return Err(AuthError::UnknownChallenge.into());
         }
-        if !candidates
-            .iter()
-            .any(|c| verify_nonce_signature(&key, &c.nonce, &signature))
-        {
+        if !candidates.iter().any(|c| verify_nonce_signature(&key, &c.nonce, &signature)) {
             failure(AuthError::BadSignature.reason());
             return Err(AuthError::BadSignature.into());
         }
         let granted = match &coop_id {
-            Some(coop) => self
-                .policy
-                .grant(&did, coop, scopes)
-                .await
-                .inspect_err(|_| failure("scopes_refused"))?,
+            Some(coop) => self.policy.grant(&did, coop, scopes).await.inspect_err(|_| failure("scopes_refused"))?,
             None => ScopeSet::EMPTY,
         };
         let token = self.tokens.issue(&did, coop_id.as_ref(), granted);
-        Ok(LoginResult {
-            did,
-            coop_id,
-            token,
-        })
+        Ok(LoginResult { did, coop_id, token })
     }
 }
 

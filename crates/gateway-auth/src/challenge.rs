@@ -46,12 +46,7 @@ pub trait ChallengeStore: Send + Sync + fmt::Debug {
     /// Removes and returns the challenges a verify attempt is made against: the one named `id`
     /// if given (only when it belongs to `did`), else every outstanding challenge of `did`.
     /// Expired challenges are removed but never returned.
-    async fn take(
-        &self,
-        did: &str,
-        id: Option<&str>,
-        now_millis: u64,
-    ) -> Result<Vec<Challenge>, Error>;
+    async fn take(&self, did: &str, id: Option<&str>, now_millis: u64) -> Result<Vec<Challenge>, Error>;
 }
 
 /// Bounds of the in-memory store.
@@ -65,10 +60,7 @@ pub struct ChallengeLimits {
 
 impl Default for ChallengeLimits {
     fn default() -> Self {
-        Self {
-            max_total: 100_000,
-            max_per_did: 8,
-        }
+        Self { max_total: 100_000, max_per_did: 8 }
     }
 }
 
@@ -122,10 +114,7 @@ impl Inner {
 impl MemoryChallengeStore {
     /// A store with the given bounds.
     pub fn new(limits: ChallengeLimits) -> Self {
-        Self {
-            limits,
-            inner: Mutex::new(Inner::default()),
-        }
+        Self { limits, inner: Mutex::new(Inner::default()) }
     }
 
     /// Outstanding challenges (including expired ones not yet pruned).
@@ -161,12 +150,7 @@ impl ChallengeStore for MemoryChallengeStore {
         Ok(())
     }
 
-    async fn take(
-        &self,
-        did: &str,
-        id: Option<&str>,
-        now_millis: u64,
-    ) -> Result<Vec<Challenge>, Error> {
+    async fn take(&self, did: &str, id: Option<&str>, now_millis: u64) -> Result<Vec<Challenge>, Error> {
         let mut inner = self.inner.lock().expect("challenge store lock");
         inner.prune(now_millis, self.limits.max_total);
         let ids: Vec<String> = match id {
@@ -176,11 +160,7 @@ impl ChallengeStore for MemoryChallengeStore {
             },
             None => inner.by_did.get(did).cloned().unwrap_or_default(),
         };
-        Ok(ids
-            .iter()
-            .filter_map(|id| inner.remove(id))
-            .filter(|c| c.expires_at_millis > now_millis)
-            .collect())
+        Ok(ids.iter().filter_map(|id| inner.remove(id)).filter(|c| c.expires_at_millis > now_millis).collect())
     }
 }
 
@@ -189,45 +169,19 @@ mod tests {
     use super::*;
 
     fn challenge(id: &str, did: &str, expires: u64) -> Challenge {
-        Challenge {
-            id: id.into(),
-            did: did.into(),
-            nonce: format!("n-{id}"),
-            expires_at_millis: expires,
-        }
+        Challenge { id: id.into(), did: did.into(), nonce: format!("n-{id}"), expires_at_millis: expires }
     }
 
     #[tokio::test]
     async fn single_use_and_several_per_did() {
         let store = MemoryChallengeStore::default();
-        store
-            .insert(challenge("a", "did:x:1", 1000), 0)
-            .await
-            .unwrap();
-        store
-            .insert(challenge("b", "did:x:1", 1000), 0)
-            .await
-            .unwrap();
-        store
-            .insert(challenge("c", "did:x:2", 1000), 0)
-            .await
-            .unwrap();
+        store.insert(challenge("a", "did:x:1", 1000), 0).await.unwrap();
+        store.insert(challenge("b", "did:x:1", 1000), 0).await.unwrap();
+        store.insert(challenge("c", "did:x:2", 1000), 0).await.unwrap();
         // By id, only for its own DID; a foreign DID neither gets nor consumes it.
-        assert!(
-            store
-                .take("did:x:2", Some("a"), 10)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(store.take("did:x:2", Some("a"), 10).await.unwrap().is_empty());
         assert_eq!(store.take("did:x:1", Some("a"), 10).await.unwrap().len(), 1);
-        assert!(
-            store
-                .take("did:x:1", Some("a"), 10)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(store.take("did:x:1", Some("a"), 10).await.unwrap().is_empty());
         // Without id, every outstanding one of the DID, once.
         assert_eq!(store.take("did:x:1", None, 10).await.unwrap()[0].id, "b");
         assert!(store.take("did:x:1", None, 10).await.unwrap().is_empty());
@@ -237,49 +191,28 @@ mod tests {
     #[tokio::test]
     async fn expired_challenges_are_never_returned() {
         let store = MemoryChallengeStore::default();
-        store
-            .insert(challenge("a", "did:x:1", 1000), 0)
-            .await
-            .unwrap();
+        store.insert(challenge("a", "did:x:1", 1000), 0).await.unwrap();
         assert!(store.take("did:x:1", None, 1000).await.unwrap().is_empty());
         assert!(store.is_empty());
     }
 
     #[tokio::test]
     async fn memory_is_bounded_per_did_and_in_total() {
-        let store = MemoryChallengeStore::new(ChallengeLimits {
-            max_total: 10,
-            max_per_did: 2,
-        });
+        let store = MemoryChallengeStore::new(ChallengeLimits { max_total: 10, max_per_did: 2 });
         for i in 0..5 {
-            store
-                .insert(challenge(&format!("a{i}"), "did:x:1", 1000), 0)
-                .await
-                .unwrap();
+            store.insert(challenge(&format!("a{i}"), "did:x:1", 1000), 0).await.unwrap();
         }
         assert_eq!(store.len(), 2);
-        let kept: Vec<String> = store
-            .take("did:x:1", None, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|c| c.id)
-            .collect();
+        let kept: Vec<String> = store.take("did:x:1", None, 0).await.unwrap().into_iter().map(|c| c.id).collect();
         assert_eq!(kept, vec!["a3", "a4"]);
         for i in 0..50 {
-            store
-                .insert(challenge(&format!("f{i}"), &format!("did:x:f{i}"), 1000), 0)
-                .await
-                .unwrap();
+            store.insert(challenge(&format!("f{i}"), &format!("did:x:f{i}"), 1000), 0).await.unwrap();
         }
         assert_eq!(store.len(), 10);
         assert_eq!(store.take("did:x:f49", None, 0).await.unwrap().len(), 1);
         for i in 0..100 {
             let id = format!("r{i}");
-            store
-                .insert(challenge(&id, "did:x:same", 1000), 0)
-                .await
-                .unwrap();
+            store.insert(challenge(&id, "did:x:same", 1000), 0).await.unwrap();
         }
         assert!(store.inner.lock().unwrap().order.len() <= 20);
         assert!(store.take("did:x:f0", None, 0).await.unwrap().is_empty());

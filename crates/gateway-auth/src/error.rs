@@ -40,9 +40,9 @@ impl From<AuthError> for Error {
         match err {
             // One message for every login failure, so a caller cannot tell an expired challenge
             // from a wrong key.
-            AuthError::UnknownChallenge | AuthError::BadSignature => Error::AuthenticationFailed(
-                "authentication failed: invalid or expired challenge or signature".into(),
-            ),
+            AuthError::UnknownChallenge | AuthError::BadSignature => {
+                Error::AuthenticationFailed("authentication failed: invalid or expired challenge or signature".into())
+            }
             AuthError::InvalidToken => Error::AuthenticationFailed("invalid token".into()),
             AuthError::TokenExpired => Error::AuthenticationFailed("token expired".into()),
             AuthError::EmptySecret => Error::Internal(err.to_string()),

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use gateway_core::{
-    AuthorizationDetail, CoopId, Did, Error, Membership, MembershipLookup, Scope, ScopeSet,
-};
+use gateway_core::{AuthorizationDetail, CoopId, Did, Error, Membership, MembershipLookup, Scope, ScopeSet};
 
 /// The scope-granting rule.
 #[derive(Debug, Clone)]
@@ -22,10 +20,7 @@ pub struct ScopePolicy {
 impl ScopePolicy {
     /// The policy; `open_enrollment` grants every request (development only).
     pub fn new(membership: Arc<dyn MembershipLookup>, open_enrollment: bool) -> Self {
-        Self {
-            open_enrollment,
-            membership,
-        }
+        Self { open_enrollment, membership }
     }
 
     /// Whether open enrollment is on.
@@ -39,12 +34,7 @@ impl ScopePolicy {
     }
 
     /// Grants exactly the requested scopes, or refuses with the ones that cannot be granted.
-    pub async fn grant(
-        &self,
-        did: &Did,
-        coop: &CoopId,
-        requested: ScopeSet,
-    ) -> Result<ScopeSet, Error> {
+    pub async fn grant(&self, did: &Did, coop: &CoopId, requested: ScopeSet) -> Result<ScopeSet, Error> {
         if self.open_enrollment {
             return Ok(requested);
         }
@@ -52,29 +42,20 @@ impl ScopePolicy {
             Membership::Member(role) => role.allowed_scopes(),
             Membership::NoSuchCoop => ScopeSet::of(&[Scope::CoopRead, Scope::CoopWrite]),
             Membership::NotMember => {
-                return Err(refusal(
-                    format!("{did} is not a member of cooperative '{coop}'"),
-                    requested,
-                ));
+                return Err(refusal(format!("{did} is not a member of cooperative '{coop}'"), requested));
             }
         };
         let refused = requested.difference(allowed);
         if refused.is_empty() {
             Ok(requested)
         } else {
-            Err(refusal(
-                format!("scopes not allowed for {did} in cooperative '{coop}'"),
-                refused,
-            ))
+            Err(refusal(format!("scopes not allowed for {did} in cooperative '{coop}'"), refused))
         }
     }
 }
 
 fn refusal(message: String, refused: ScopeSet) -> Error {
-    Error::AuthorizationFailed {
-        message,
-        detail: AuthorizationDetail::RefusedScopes(refused.to_strings()),
-    }
+    Error::AuthorizationFailed { message, detail: AuthorizationDetail::RefusedScopes(refused.to_strings()) }
 }
 
 #[cfg(test)]
@@ -101,18 +82,12 @@ mod tests {
     }
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
     }
 
     fn refused(err: Error) -> Vec<String> {
         match err {
-            Error::AuthorizationFailed {
-                detail: AuthorizationDetail::RefusedScopes(r),
-                ..
-            } => r,
+            Error::AuthorizationFailed { detail: AuthorizationDetail::RefusedScopes(r), .. } => r,
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -121,45 +96,22 @@ mod tests {
     fn member_gets_role_scopes_only() {
         let m = Membership::Member(Role::Member);
         assert!(grant(m, false, &[Scope::LedgerWrite, Scope::GovWrite]).is_ok());
-        assert_eq!(
-            refused(grant(m, false, &[Scope::LedgerRead, Scope::CoopWrite]).unwrap_err()),
-            vec!["coop:write"]
-        );
+        assert_eq!(refused(grant(m, false, &[Scope::LedgerRead, Scope::CoopWrite]).unwrap_err()), vec!["coop:write"]);
         assert!(grant(Membership::Member(Role::Admin), false, &Scope::ALL).is_ok());
     }
 
     #[test]
     fn bootstrap_and_non_member() {
-        assert!(
-            grant(
-                Membership::NoSuchCoop,
-                false,
-                &[Scope::CoopRead, Scope::CoopWrite]
-            )
-            .is_ok()
-        );
+        assert!(grant(Membership::NoSuchCoop, false, &[Scope::CoopRead, Scope::CoopWrite]).is_ok());
         assert_eq!(
-            refused(
-                grant(
-                    Membership::NoSuchCoop,
-                    false,
-                    &[Scope::CoopWrite, Scope::LedgerRead]
-                )
-                .unwrap_err()
-            ),
+            refused(grant(Membership::NoSuchCoop, false, &[Scope::CoopWrite, Scope::LedgerRead]).unwrap_err()),
             vec!["ledger:read"]
         );
-        assert_eq!(
-            refused(grant(Membership::NotMember, false, &[Scope::CoopRead]).unwrap_err()),
-            vec!["coop:read"]
-        );
+        assert_eq!(refused(grant(Membership::NotMember, false, &[Scope::CoopRead]).unwrap_err()), vec!["coop:read"]);
     }
 
     #[test]
     fn open_enrollment_grants_anything() {
-        assert_eq!(
-            grant(Membership::NotMember, true, &Scope::ALL).unwrap(),
-            ScopeSet::all()
-        );
+        assert_eq!(grant(Membership::NotMember, true, &Scope::ALL).unwrap(), ScopeSet::all());
     }
 }

@@ -13,8 +13,8 @@ pub const SIGNATURE_LEN: usize = 64;
 
 /// Decodes a hex signature, checking the spec's steps "hex-decodes" and "exactly 64 bytes".
 pub fn decode_signature_hex(text: &str) -> Result<[u8; SIGNATURE_LEN], Error> {
-    let bytes = hex::decode(text)
-        .map_err(|_| Error::bad_request_field("signature", "signature must be hex-encoded"))?;
+    let bytes =
+        hex::decode(text).map_err(|_| Error::bad_request_field("signature", "signature must be hex-encoded"))?;
     let len = bytes.len();
     bytes.try_into().map_err(|_| {
         Error::bad_request_field(
@@ -25,11 +25,7 @@ pub fn decode_signature_hex(text: &str) -> Result<[u8; SIGNATURE_LEN], Error> {
 }
 
 /// Whether `signature` is the key's signature over the nonce, in either accepted form.
-pub fn verify_nonce_signature(
-    key: &Ed25519PublicKey,
-    nonce_hex: &str,
-    signature: &[u8; SIGNATURE_LEN],
-) -> bool {
+pub fn verify_nonce_signature(key: &Ed25519PublicKey, nonce_hex: &str, signature: &[u8; SIGNATURE_LEN]) -> bool {
     let Ok(key) = VerifyingKey::from_bytes(&key.0) else {
         return false;
     };
@@ -63,22 +59,15 @@ mod tests {
         assert!(verify_nonce_signature(&pk, &nonce, &raw));
         let other = sk.sign(b"something else").to_bytes();
         assert!(!verify_nonce_signature(&pk, &nonce, &other));
-        let stranger =
-            Ed25519PublicKey(SigningKey::from_bytes(&[1; 32]).verifying_key().to_bytes());
+        let stranger = Ed25519PublicKey(SigningKey::from_bytes(&[1; 32]).verifying_key().to_bytes());
         assert!(!verify_nonce_signature(&stranger, &nonce, &utf8));
     }
 
     #[test]
     fn decoding_checks_hex_then_length() {
-        assert_eq!(
-            decode_signature_hex("zz").unwrap_err().code().as_str(),
-            "BAD_REQUEST"
-        );
+        assert_eq!(decode_signature_hex("zz").unwrap_err().code().as_str(), "BAD_REQUEST");
         let short = decode_signature_hex(&"00".repeat(63)).unwrap_err();
-        assert!(
-            short.to_string().contains("expected 64 bytes, got 63"),
-            "{short}"
-        );
+        assert!(short.to_string().contains("expected 64 bytes, got 63"), "{short}");
         let long = decode_signature_hex(&"00".repeat(65)).unwrap_err();
         assert!(long.to_string().contains("got 65"));
         assert!(decode_signature_hex(&"00".repeat(64)).is_ok());

@@ -104,9 +104,7 @@ pub struct TokenService {
 
 impl fmt::Debug for TokenService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenService")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+        f.debug_struct("TokenService").field("config", &self.config).finish_non_exhaustive()
     }
 }
 
@@ -155,12 +153,7 @@ impl TokenService {
         };
         let token = jsonwebtoken::encode(&self.header, &claims, &self.encoding)
             .expect("HS256 encoding of plain claims cannot fail");
-        IssuedToken {
-            token,
-            expires_in: self.config.ttl_secs,
-            expires_at: claims.exp,
-            scopes,
-        }
+        IssuedToken { token, expires_in: self.config.ttl_secs, expires_at: claims.exp, scopes }
     }
 
     /// Verifies signature, algorithm, issuer, audience and expiry, and parses the claims.
@@ -177,14 +170,7 @@ impl TokenService {
             Some(c) => Some(CoopId::parse(c).map_err(|_| AuthError::InvalidToken)?),
         };
         let scopes = ScopeSet::parse_all(&claims.scopes).map_err(|_| AuthError::InvalidToken)?;
-        Ok(VerifiedToken {
-            did,
-            coop_id,
-            scopes,
-            expires_at: claims.exp,
-            issued_at: claims.iat,
-            jti: claims.jti,
-        })
+        Ok(VerifiedToken { did, coop_id, scopes, expires_at: claims.exp, issued_at: claims.iat, jti: claims.jti })
     }
 }
 
@@ -195,11 +181,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn service(clock: &ManualClock) -> TokenService {
-        TokenService::new(
-            TokenConfig::with_secret("s".repeat(32)),
-            Arc::new(clock.clone()),
-        )
-        .unwrap()
+        TokenService::new(TokenConfig::with_secret("s".repeat(32)), Arc::new(clock.clone())).unwrap()
     }
 
     fn did() -> Did {
@@ -209,10 +191,7 @@ mod tests {
     #[test]
     fn empty_secret_is_refused_short_is_flagged() {
         let clock = Arc::new(ManualClock::at_secs(0));
-        assert_eq!(
-            TokenService::new(TokenConfig::with_secret(""), clock).unwrap_err(),
-            AuthError::EmptySecret
-        );
+        assert_eq!(TokenService::new(TokenConfig::with_secret(""), clock).unwrap_err(), AuthError::EmptySecret);
         assert!(TokenConfig::with_secret("short").secret_is_short());
         assert!(!TokenConfig::with_secret("x".repeat(32)).secret_is_short());
     }
@@ -226,10 +205,7 @@ mod tests {
         clock.advance_secs(3600 + 29);
         assert!(tokens.verify(&issued.token).is_ok());
         clock.advance_secs(1);
-        assert_eq!(
-            tokens.verify(&issued.token).unwrap_err(),
-            AuthError::TokenExpired
-        );
+        assert_eq!(tokens.verify(&issued.token).unwrap_err(), AuthError::TokenExpired);
     }
 
     #[test]
@@ -239,19 +215,13 @@ mod tests {
         let token = tokens.issue(&did(), None, ScopeSet::EMPTY).token;
         let mut other = TokenConfig::with_secret("t".repeat(32));
         assert_eq!(
-            TokenService::new(other.clone(), Arc::new(clock.clone()))
-                .unwrap()
-                .verify(&token)
-                .unwrap_err(),
+            TokenService::new(other.clone(), Arc::new(clock.clone())).unwrap().verify(&token).unwrap_err(),
             AuthError::InvalidToken
         );
         other.secret = "s".repeat(32).into_bytes();
         other.audience = "someone-else".into();
         assert_eq!(
-            TokenService::new(other, Arc::new(clock.clone()))
-                .unwrap()
-                .verify(&token)
-                .unwrap_err(),
+            TokenService::new(other, Arc::new(clock.clone())).unwrap().verify(&token).unwrap_err(),
             AuthError::InvalidToken
         );
     }

@@ -84,14 +84,18 @@ impl Amount {
 
     /// Parses a payment amount: a decimal with at most six fractional digits, `0 < x <= 1e12`.
     pub fn parse_payment(text: &str) -> Result<Self, AmountError> {
-        let amount = Self::parse_decimal(text)?;
-        if amount.0 <= 0 {
+        Self::parse_decimal(text)?.check_payment()
+    }
+
+    /// Checks the payment rule on an already parsed amount: `0 < x <= 1e12`.
+    pub fn check_payment(self) -> Result<Self, AmountError> {
+        if self.0 <= 0 {
             return Err(AmountError::NotPositive);
         }
-        if amount.0 > MAX_PAYMENT_UNITS * MICROS_PER_UNIT {
+        if self.0 > MAX_PAYMENT_UNITS * MICROS_PER_UNIT {
             return Err(AmountError::TooLarge);
         }
-        Ok(amount)
+        Ok(self)
     }
 
     /// Parses any decimal in JSON number syntax (sign, digits, fraction, exponent) exactly.
@@ -120,12 +124,7 @@ impl Amount {
             Some(b'e' | b'E') => {
                 let exp = std::str::from_utf8(&rest[1..]).map_err(|_| AmountError::NotANumber)?;
                 let exp = exp.strip_prefix('+').unwrap_or(exp);
-                if exp.is_empty()
-                    || !exp
-                        .trim_start_matches('-')
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                {
+                if exp.is_empty() || !exp.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) {
                     return Err(AmountError::NotANumber);
                 }
                 exp.parse().map_err(|_| AmountError::OutOfRange)?
@@ -134,11 +133,7 @@ impl Amount {
             Some(_) => return Err(AmountError::NotANumber),
         };
         // value = digits × 10^(exponent - frac_len); we want value × 10^6 as an integer.
-        let mut digits: Vec<u8> = int_digits
-            .iter()
-            .chain(frac_digits)
-            .map(|b| b - b'0')
-            .collect();
+        let mut digits: Vec<u8> = int_digits.iter().chain(frac_digits).map(|b| b - b'0').collect();
         let scale = exponent
             .checked_sub(frac_digits.len() as i64)
             .and_then(|s| s.checked_add(6))
@@ -161,10 +156,7 @@ impl Amount {
         }
         let mut value: i64 = 0;
         for d in digits {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(i64::from(d)))
-                .ok_or(AmountError::OutOfRange)?;
+            value = value.checked_mul(10).and_then(|v| v.checked_add(i64::from(d))).ok_or(AmountError::OutOfRange)?;
         }
         if scale > 0 && value != 0 {
             let exponent = u32::try_from(scale).map_err(|_| AmountError::OutOfRange)?;
@@ -214,12 +206,7 @@ impl<'de> serde::Deserialize<'de> for Amount {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <Box<RawValue>>::deserialize(deserializer)?;
         let text = raw.get();
-        if text.starts_with('"')
-            || !text
-                .bytes()
-                .next()
-                .is_some_and(|b| b == b'-' || b.is_ascii_digit())
-        {
+        if text.starts_with('"') || !text.bytes().next().is_some_and(|b| b == b'-' || b.is_ascii_digit()) {
             return Err(D::Error::custom("must be a JSON number"));
         }
         Amount::parse_decimal(text).map_err(D::Error::custom)
@@ -236,37 +223,20 @@ mod tests {
         assert_eq!(Amount::parse_decimal("1").unwrap().micros(), 1_000_000);
         assert_eq!(Amount::parse_decimal("0.000001").unwrap().micros(), 1);
         assert_eq!(Amount::parse_decimal("12.5").unwrap().micros(), 12_500_000);
-        assert_eq!(
-            Amount::parse_decimal("1.5e2").unwrap().micros(),
-            150_000_000
-        );
+        assert_eq!(Amount::parse_decimal("1.5e2").unwrap().micros(), 150_000_000);
         assert_eq!(Amount::parse_decimal("1E-6").unwrap().micros(), 1);
         assert_eq!(Amount::parse_decimal("-3.25").unwrap().micros(), -3_250_000);
-        assert_eq!(
-            Amount::parse_decimal("1.100000000").unwrap().micros(),
-            1_100_000
-        );
-        assert_eq!(
-            Amount::parse_decimal("999999999999.999999")
-                .unwrap()
-                .micros(),
-            999_999_999_999_999_999
-        );
+        assert_eq!(Amount::parse_decimal("1.100000000").unwrap().micros(), 1_100_000);
+        assert_eq!(Amount::parse_decimal("999999999999.999999").unwrap().micros(), 999_999_999_999_999_999);
     }
 
     #[test]
     fn rejects_what_the_contract_rejects() {
         assert_eq!(Amount::parse_payment("0"), Err(AmountError::NotPositive));
         assert_eq!(Amount::parse_payment("-1"), Err(AmountError::NotPositive));
-        assert_eq!(
-            Amount::parse_payment("0.0000001"),
-            Err(AmountError::TooPrecise)
-        );
+        assert_eq!(Amount::parse_payment("0.0000001"), Err(AmountError::TooPrecise));
         assert_eq!(Amount::parse_payment("1e-7"), Err(AmountError::TooPrecise));
-        assert_eq!(
-            Amount::parse_payment("1000000000000.000001"),
-            Err(AmountError::TooLarge)
-        );
+        assert_eq!(Amount::parse_payment("1000000000000.000001"), Err(AmountError::TooLarge));
         assert!(Amount::parse_payment("1e12").is_ok());
         assert_eq!(Amount::parse_payment("1e400"), Err(AmountError::OutOfRange));
         assert_eq!(Amount::parse_payment("abc"), Err(AmountError::NotANumber));

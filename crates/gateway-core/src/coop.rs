@@ -18,10 +18,7 @@ impl CoopId {
         if text.is_empty() || text.len() > MAX_COOP_ID_LEN {
             return Err("coop_id must be 1 to 64 characters");
         }
-        if !text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
             return Err("coop_id may only contain A-Z, a-z, 0-9, '_' and '-'");
         }
         Ok(Self(text.to_owned()))

@@ -49,15 +49,9 @@ impl Did {
         if text.len() > MAX_DID_LEN {
             return Err(DidSyntaxError::TooLong);
         }
-        let rest = text
-            .strip_prefix("did:")
-            .ok_or(DidSyntaxError::MissingScheme)?;
+        let rest = text.strip_prefix("did:").ok_or(DidSyntaxError::MissingScheme)?;
         let (method, id) = rest.split_once(':').ok_or(DidSyntaxError::BadMethod)?;
-        if method.is_empty()
-            || !method
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        {
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
             return Err(DidSyntaxError::BadMethod);
         }
         if id.is_empty() || id.ends_with(':') {
@@ -68,9 +62,8 @@ impl Did {
         while i < bytes.len() {
             match bytes[i] {
                 b'%' => {
-                    let ok = bytes.len() > i + 2
-                        && bytes[i + 1].is_ascii_hexdigit()
-                        && bytes[i + 2].is_ascii_hexdigit();
+                    let ok =
+                        bytes.len() > i + 2 && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit();
                     if !ok {
                         return Err(DidSyntaxError::BadPercentEncoding);
                     }
@@ -82,10 +75,7 @@ impl Did {
             }
             i += 1;
         }
-        Ok(Self {
-            text: text.to_owned(),
-            method_len: method.len(),
-        })
+        Ok(Self { text: text.to_owned(), method_len: method.len() })
     }
 
     /// The whole DID as text.
@@ -109,20 +99,14 @@ impl Did {
         buf.extend_from_slice(&ED25519_MULTICODEC);
         buf.extend_from_slice(&key.0);
         let text = format!("did:key:z{}", bs58::encode(buf).into_string());
-        Self {
-            text,
-            method_len: 3,
-        }
+        Self { text, method_len: 3 }
     }
 
     /// The `did:icn` identifier of an Ed25519 public key (the original network's form: the raw
     /// key in base58btc behind a multibase `z`).
     pub fn icn_from_public_key(key: &Ed25519PublicKey) -> Self {
         let text = format!("did:icn:z{}", bs58::encode(key.0).into_string());
-        Self {
-            text,
-            method_len: 3,
-        }
+        Self { text, method_len: 3 }
     }
 }
 
@@ -207,9 +191,7 @@ impl KeyDidResolver {
         match did.method() {
             "key" => Ok(DidMethod::Key),
             "icn" => Ok(DidMethod::Icn),
-            other => Err(Error::UnsupportedDidMethod {
-                method: other.to_owned(),
-            }),
+            other => Err(Error::UnsupportedDidMethod { method: other.to_owned() }),
         }
     }
 }
@@ -222,18 +204,14 @@ impl DidResolver for KeyDidResolver {
             .method_specific_id()
             .strip_prefix('z')
             .ok_or_else(|| invalid("the key must be multibase base58btc (starting with 'z')"))?;
-        let bytes = bs58::decode(encoded)
-            .into_vec()
-            .map_err(|_| invalid("the key is not valid base58btc"))?;
+        let bytes = bs58::decode(encoded).into_vec().map_err(|_| invalid("the key is not valid base58btc"))?;
         let raw: &[u8] = match method {
             DidMethod::Key => bytes
                 .strip_prefix(&ED25519_MULTICODEC[..])
                 .ok_or_else(|| invalid("did:key must carry an Ed25519 (0xed01) key"))?,
             DidMethod::Icn => &bytes,
         };
-        let key: [u8; 32] = raw
-            .try_into()
-            .map_err(|_| invalid("an Ed25519 public key is 32 bytes"))?;
+        let key: [u8; 32] = raw.try_into().map_err(|_| invalid("an Ed25519 public key is 32 bytes"))?;
         Ok(Ed25519PublicKey(key))
     }
 }
@@ -282,22 +260,10 @@ mod tests {
         assert_eq!(Did::parse("did::z"), Err(DidSyntaxError::BadMethod));
         assert_eq!(Did::parse("did:key"), Err(DidSyntaxError::BadMethod));
         assert_eq!(Did::parse("did:key:"), Err(DidSyntaxError::BadIdentifier));
-        assert_eq!(
-            Did::parse("did:key:abc:"),
-            Err(DidSyntaxError::BadIdentifier)
-        );
-        assert_eq!(
-            Did::parse("did:key:a b"),
-            Err(DidSyntaxError::BadIdentifier)
-        );
-        assert_eq!(
-            Did::parse("did:key:a%4"),
-            Err(DidSyntaxError::BadPercentEncoding)
-        );
-        assert_eq!(
-            Did::parse("did:key:a%zz"),
-            Err(DidSyntaxError::BadPercentEncoding)
-        );
+        assert_eq!(Did::parse("did:key:abc:"), Err(DidSyntaxError::BadIdentifier));
+        assert_eq!(Did::parse("did:key:a b"), Err(DidSyntaxError::BadIdentifier));
+        assert_eq!(Did::parse("did:key:a%4"), Err(DidSyntaxError::BadPercentEncoding));
+        assert_eq!(Did::parse("did:key:a%zz"), Err(DidSyntaxError::BadPercentEncoding));
         assert!(Did::parse("did:key:a%4F").is_ok());
         let long = format!("did:key:{}", "a".repeat(MAX_DID_LEN));
         assert_eq!(Did::parse(&long), Err(DidSyntaxError::TooLong));
@@ -325,14 +291,10 @@ mod tests {
     #[test]
     fn wrong_key_lengths_are_bad_requests() {
         let short = format!("did:icn:z{}", bs58::encode([1u8; 31]).into_string());
-        let err = KeyDidResolver
-            .resolve(&Did::parse(&short).unwrap())
-            .unwrap_err();
+        let err = KeyDidResolver.resolve(&Did::parse(&short).unwrap()).unwrap_err();
         assert_eq!(err.code(), crate::ErrorCode::BadRequest);
         let not_ed = format!("did:key:z{}", bs58::encode([0x12u8; 34]).into_string());
-        let err = KeyDidResolver
-            .resolve(&Did::parse(&not_ed).unwrap())
-            .unwrap_err();
+        let err = KeyDidResolver.resolve(&Did::parse(&not_ed).unwrap()).unwrap_err();
         assert_eq!(err.code(), crate::ErrorCode::BadRequest);
     }
 }

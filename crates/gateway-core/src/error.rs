@@ -78,9 +78,7 @@ impl ErrorCode {
             ErrorCode::AuthorizationFailed | ErrorCode::InsufficientTrust => 403,
             ErrorCode::NotFound | ErrorCode::ReceiptUnavailable => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::Conflict | ErrorCode::InsufficientCredit | ErrorCode::SlippageExceeded => {
-                409
-            }
+            ErrorCode::Conflict | ErrorCode::InsufficientCredit | ErrorCode::SlippageExceeded => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RateLimitExceeded => 429,
             ErrorCode::InternalError => 500,
@@ -154,9 +152,7 @@ pub enum Error {
         detail: AuthorizationDetail,
     },
     /// 403 `INSUFFICIENT_TRUST`.
-    #[error(
-        "insufficient trust: this operation needs a trust score of at least {required}, yours is {actual}"
-    )]
+    #[error("insufficient trust: this operation needs a trust score of at least {required}, yours is {actual}")]
     InsufficientTrust {
         /// The gate.
         required: f64,
@@ -178,9 +174,7 @@ pub enum Error {
         reason: String,
     },
     /// 409 `INSUFFICIENT_CREDIT`.
-    #[error(
-        "insufficient credit: the payment would take the balance below the credit limit {credit_limit} {currency}"
-    )]
+    #[error("insufficient credit: the payment would take the balance below the credit limit {credit_limit} {currency}")]
     InsufficientCredit {
         /// The payer's balance before the payment.
         balance: Amount,
@@ -190,9 +184,7 @@ pub enum Error {
         currency: String,
     },
     /// 409 `SLIPPAGE_EXCEEDED`.
-    #[error(
-        "slippage exceeded: the net target amount {net_target_amount} is outside the bound {bound}"
-    )]
+    #[error("slippage exceeded: the net target amount {net_target_amount} is outside the bound {bound}")]
     SlippageExceeded {
         /// The amount the payee would receive.
         net_target_amount: Amount,
@@ -230,10 +222,7 @@ pub enum Error {
 impl Error {
     /// A bad request without field details.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Error::BadRequest {
-            message: message.into(),
-            fields: FieldErrors::new(),
-        }
+        Error::BadRequest { message: message.into(), fields: FieldErrors::new() }
     }
 
     /// A bad request blaming one field; the message is also the field's message.
@@ -264,17 +253,12 @@ impl Error {
 
     /// A conflict with a reason.
     pub fn conflict(reason: impl Into<String>) -> Self {
-        Error::Conflict {
-            reason: reason.into(),
-        }
+        Error::Conflict { reason: reason.into() }
     }
 
     /// A missing resource.
     pub fn not_found(resource: &'static str, id: impl Into<String>) -> Self {
-        Error::NotFound {
-            resource,
-            id: id.into(),
-        }
+        Error::NotFound { resource, id: id.into() }
     }
 
     /// The contract code of this error.
@@ -304,12 +288,7 @@ mod tests {
     #[test]
     fn codes_map_to_contract_statuses() {
         assert_eq!(Error::bad_request("x").code().status(), 400);
-        assert_eq!(
-            Error::missing_scopes(vec![Scope::LedgerRead])
-                .code()
-                .status(),
-            403
-        );
+        assert_eq!(Error::missing_scopes(vec![Scope::LedgerRead]).code().status(), 403);
         assert_eq!(Error::conflict("dup").code().as_str(), "CONFLICT");
         assert_eq!(ErrorCode::RateLimitExceeded.status(), 429);
         assert_eq!(ErrorCode::ReceiptUnavailable.status(), 404);
@@ -318,9 +297,6 @@ mod tests {
     #[test]
     fn missing_scope_message_names_them() {
         let e = Error::missing_scopes(vec![Scope::LedgerRead, Scope::LedgerWrite]);
-        assert_eq!(
-            e.to_string(),
-            "insufficient permissions: requires ledger:read, ledger:write"
-        );
+        assert_eq!(e.to_string(), "insufficient permissions: requires ledger:read, ledger:write");
     }
 }

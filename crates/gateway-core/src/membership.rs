@@ -24,9 +24,7 @@ impl Role {
     pub fn allowed_scopes(self) -> ScopeSet {
         match self {
             Role::Admin => ScopeSet::all(),
-            Role::Member => {
-                ScopeSet::all().difference(ScopeSet::of(&[Scope::CoopWrite, Scope::OracleWrite]))
-            }
+            Role::Member => ScopeSet::all().difference(ScopeSet::of(&[Scope::CoopWrite, Scope::OracleWrite])),
         }
     }
 

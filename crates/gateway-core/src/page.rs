@@ -16,10 +16,7 @@ pub struct PageRequest {
 
 impl Default for PageRequest {
     fn default() -> Self {
-        Self {
-            limit: DEFAULT_LIMIT,
-            offset: 0,
-        }
+        Self { limit: DEFAULT_LIMIT, offset: 0 }
     }
 }
 
@@ -31,10 +28,7 @@ impl PageRequest {
             Some(0) => return Err("limit must be at least 1"),
             Some(n) => n.min(u64::from(MAX_LIMIT)) as u32,
         };
-        Ok(Self {
-            limit,
-            offset: offset.unwrap_or(0),
-        })
+        Ok(Self { limit, offset: offset.unwrap_or(0) })
     }
 
     /// The page description for a result of `total` items.
@@ -67,22 +61,11 @@ mod tests {
 
     #[test]
     fn defaults_and_clamp() {
-        assert_eq!(
-            PageRequest::new(None, None).unwrap(),
-            PageRequest {
-                limit: 50,
-                offset: 0
-            }
-        );
+        assert_eq!(PageRequest::new(None, None).unwrap(), PageRequest { limit: 50, offset: 0 });
         assert_eq!(PageRequest::new(Some(1000), Some(5)).unwrap().limit, 100);
         assert!(PageRequest::new(Some(0), None).is_err());
         let info = PageRequest::new(Some(10), Some(10)).unwrap().info(21);
         assert!(info.has_more);
-        assert!(
-            !PageRequest::new(Some(10), Some(20))
-                .unwrap()
-                .info(21)
-                .has_more
-        );
+        assert!(!PageRequest::new(Some(10), Some(20)).unwrap().info(21).has_more);
     }
 }

@@ -124,6 +124,11 @@ impl ScopeSet {
         self.0 |= scope.bit();
     }
 
+    /// The scopes in both sets.
+    pub const fn intersection(self, other: ScopeSet) -> ScopeSet {
+        ScopeSet(self.0 & other.0)
+    }
+
     /// The scopes of `self` that are not in `other`.
     pub const fn difference(self, other: ScopeSet) -> ScopeSet {
         ScopeSet(self.0 & !other.0)
@@ -167,9 +172,7 @@ impl FromIterator<Scope> for ScopeSet {
 
 impl fmt::Debug for ScopeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set()
-            .entries(self.iter().map(Scope::as_str))
-            .finish()
+        f.debug_set().entries(self.iter().map(Scope::as_str)).finish()
     }
 }
 
@@ -193,14 +196,8 @@ mod tests {
         assert!(!set.contains(Scope::LedgerWrite));
         assert!(ScopeSet::all().contains_all(set));
         assert!(!set.contains_all(ScopeSet::all()));
-        assert_eq!(
-            ScopeSet::all().difference(set).iter().count(),
-            Scope::ALL.len() - 2
-        );
-        assert_eq!(
-            ScopeSet::parse_all(&["gov:write", "x:y"]),
-            Err("x:y".to_owned())
-        );
+        assert_eq!(ScopeSet::all().difference(set).iter().count(), Scope::ALL.len() - 2);
+        assert_eq!(ScopeSet::parse_all(&["gov:write", "x:y"]), Err("x:y".to_owned()));
         assert_eq!(set.to_strings(), vec!["ledger:read", "gov:write"]);
     }
 }

@@ -5,6 +5,11 @@
 //! `gateway-core` and its own. Storage is reached only through the capability traits of
 //! [`ports`], implemented once per backend.
 
+pub mod coops;
+pub mod events;
+pub mod ledger;
+pub mod notifications;
 pub mod ports;
+pub mod trust;
 
 pub use ports::StoreHealth;

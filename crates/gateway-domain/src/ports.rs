@@ -1,9 +1,29 @@
 //! Storage ports: the small traits through which the domain reaches its store.
+//!
+//! Writes go through a unit of work: a domain operation is a job run against a [`Tx`] handle
+//! (one store transaction) by a [`Transactor`]. Business rules live in the job, in this crate;
+//! the store only provides primitives (read this row, add to that balance, append an event), so
+//! every rule is written once for every backend. `Tx` is the sum of one small trait per
+//! aggregate. Reads that need no transaction use the `*Reads` traits on a connection pool.
+//!
+//! Nothing here knows SQL or HTTP.
 
+use std::any::Any;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 
 use async_trait::async_trait;
-use gateway_core::Error;
+use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest, Role};
+use serde_json::Value;
+
+/// A boxed, sendable future borrowing for `'a`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A unit of work as the transactor sees it: type-erased so one writer can run jobs of any
+/// result type in one batch.
+pub type ErasedJob =
+    Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<Box<dyn Any + Send>, Error>> + Send>;
 
 /// Whether the store answers, for health and readiness probes.
 #[async_trait]
@@ -13,4 +33,432 @@ pub trait StoreHealth: Send + Sync + fmt::Debug {
 
     /// Succeeds when a trivial query round-trips.
     async fn ping(&self) -> Result<(), Error>;
+}
+
+/// Runs units of work atomically and durably: when `run_erased` returns `Ok`, the job's writes
+/// are committed (and on disk, except in the in-memory mode); when the job fails, none of its
+/// writes remain.
+#[async_trait]
+pub trait Transactor: Send + Sync + fmt::Debug {
+    /// Runs one type-erased job. Use [`transaction`] instead.
+    async fn run_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error>;
+}
+
+/// Runs `job` in one store transaction and returns its result.
+pub async fn transaction<T, F>(transactor: &dyn Transactor, job: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+{
+    let erased: ErasedJob = Box::new(move |tx: &mut dyn Tx| {
+        let future = job(tx);
+        Box::pin(async move { future.await.map(|value| Box::new(value) as Box<dyn Any + Send>) })
+    });
+    let value = transactor.run_erased(erased).await?;
+    value
+        .downcast::<T>()
+        .map(|boxed| *boxed)
+        .map_err(|_| Error::Internal("transaction result of an unexpected type".into()))
+}
+
+/// Everything one transaction can touch.
+pub trait Tx: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + Send {}
+
+impl<T: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + Send> Tx for T {}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/// Settings of a cooperative.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoopSettings {
+    /// Currency used when a payment names none.
+    pub default_currency: Currency,
+    /// Lowest balance a member may reach (zero or negative).
+    pub credit_limit: Amount,
+    /// Payments of at least this amount need trust 0.5.
+    pub high_value_threshold: Amount,
+    /// Conversion fee in parts per million of the gross target amount (1% = 10 000).
+    pub conversion_fee_ppm: u32,
+    /// Quorum for governance, percent of a domain's members.
+    pub quorum_percent: u32,
+}
+
+impl Default for CoopSettings {
+    fn default() -> Self {
+        Self {
+            default_currency: Currency::parse("hours").expect("valid"),
+            credit_limit: Amount::from_units(-1000),
+            high_value_threshold: Amount::from_units(1000),
+            conversion_fee_ppm: 0,
+            quorum_percent: 50,
+        }
+    }
+}
+
+/// A cooperative.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoopRecord {
+    /// Its id.
+    pub id: CoopId,
+    /// Display name.
+    pub name: String,
+    /// Kind of cooperative, e.g. `worker`.
+    pub coop_type: String,
+    /// Free text.
+    pub description: String,
+    /// Creation time, Unix seconds.
+    pub created_at: u64,
+    /// Its creator, the first admin.
+    pub created_by: Did,
+    /// Settings.
+    pub settings: CoopSettings,
+    /// Number of members.
+    pub member_count: u64,
+}
+
+/// A member of a cooperative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    /// The member.
+    pub did: Did,
+    /// Role.
+    pub role: Role,
+    /// When they joined, Unix seconds.
+    pub joined_at: u64,
+    /// Per-member credit limit override.
+    pub credit_limit: Option<Amount>,
+}
+
+/// Kind of ledger transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionKind {
+    /// A payment in one currency.
+    Payment,
+    /// A cross-currency payment through the exchange account.
+    Conversion,
+}
+
+impl TransactionKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransactionKind::Payment => "payment",
+            TransactionKind::Conversion => "conversion",
+        }
+    }
+}
+
+/// The target leg of a conversion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversionLeg {
+    /// Currency credited to the payee.
+    pub to_currency: Currency,
+    /// Rate applied (target units per source unit).
+    pub rate: Amount,
+    /// `amount × rate`.
+    pub gross_target_amount: Amount,
+    /// Fee kept by the exchange account.
+    pub fee_amount: Amount,
+    /// Credited to the payee.
+    pub net_target_amount: Amount,
+}
+
+/// One ledger transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransactionRecord {
+    /// Unique id.
+    pub id: String,
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Payment or conversion.
+    pub kind: TransactionKind,
+    /// Paying account (a DID or a system account).
+    pub from: String,
+    /// Receiving account.
+    pub to: String,
+    /// Amount debited from `from`.
+    pub amount: Amount,
+    /// Currency of `amount`.
+    pub currency: Currency,
+    /// Free text.
+    pub memo: Option<String>,
+    /// Unix seconds.
+    pub timestamp: u64,
+    /// Conversions only.
+    pub conversion: Option<ConversionLeg>,
+}
+
+/// A stored response for an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// Scope and key: `<coop>\u{1f}<did>\u{1f}<key>`.
+    pub key: String,
+    /// SHA-256 hex of method, path and body.
+    pub request_hash: String,
+    /// Status of the first response.
+    pub status: u16,
+    /// Body of the first response.
+    pub body: String,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A coop event as stored in the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Per-coop sequence number: 1, 2, 3, … without gaps.
+    pub seq: u64,
+    /// `CoopEventType` name, e.g. `PaymentCreated`.
+    pub event_type: String,
+    /// Unix seconds.
+    pub timestamp: u64,
+    /// Kind-specific data.
+    pub data: Value,
+}
+
+/// A notification to one DID.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationRecord {
+    /// Unique id.
+    pub id: String,
+    /// Recipient.
+    pub recipient: Did,
+    /// Cooperative it concerns.
+    pub coop_id: CoopId,
+    /// Machine kind, e.g. `payment_received`.
+    pub kind: String,
+    /// Short title.
+    pub title: String,
+    /// Human text.
+    pub body: String,
+    /// Structured data.
+    pub data: Value,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// When marked read.
+    pub read_at: Option<u64>,
+}
+
+/// A directed trust edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrustEdge {
+    /// Who trusts.
+    pub source: Did,
+    /// Whom.
+    pub target: Did,
+    /// `0 ..= 1`.
+    pub score: f64,
+    /// Unix seconds.
+    pub updated_at: u64,
+}
+
+/// A conversion quote, honoured until `valid_until` when its id is presented.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuoteRecord {
+    /// Id returned as `quote_id`.
+    pub id: String,
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Source amount quoted.
+    pub amount: Amount,
+    /// Source currency.
+    pub from_currency: Currency,
+    /// Target currency.
+    pub to_currency: Currency,
+    /// Rate applied.
+    pub rate: Amount,
+    /// Fee in ppm.
+    pub fee_ppm: u32,
+    /// `amount × rate`.
+    pub gross_target_amount: Amount,
+    /// The fee.
+    pub fee_amount: Amount,
+    /// What the payee would receive.
+    pub net_target_amount: Amount,
+    /// Unix seconds.
+    pub valid_until: u64,
+}
+
+/// An exchange rate set by an oracle writer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateRecord {
+    /// Source currency.
+    pub from_currency: Currency,
+    /// Target currency.
+    pub to_currency: Currency,
+    /// Target units per source unit.
+    pub rate: Amount,
+    /// Who set it.
+    pub set_by: Did,
+    /// Unix seconds.
+    pub set_at: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction primitives, one trait per aggregate
+
+/// Ledger writes within a transaction.
+#[async_trait]
+pub trait LedgerTx: Send {
+    /// Locks the balance rows of the given accounts (in a consistent order, so concurrent
+    /// transactions cannot deadlock) and returns their balances, 0 for new accounts.
+    async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error>;
+    /// Adds `delta` to an account's balance (creating it at 0 first).
+    async fn add_to_balance(
+        &mut self,
+        coop: &CoopId,
+        account: &str,
+        currency: &Currency,
+        delta: Amount,
+    ) -> Result<(), Error>;
+    /// Records a transaction.
+    async fn insert_transaction(&mut self, record: &TransactionRecord) -> Result<(), Error>;
+    /// A stored idempotent response younger than `not_before`.
+    async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error>;
+    /// Stores (or replaces an expired) idempotent response.
+    async fn idempotency_put(&mut self, record: &IdempotencyRecord) -> Result<(), Error>;
+    /// Sets an exchange rate.
+    async fn put_rate(&mut self, coop: &CoopId, rate: &RateRecord) -> Result<(), Error>;
+    /// Reads an exchange rate.
+    async fn rate(&mut self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error>;
+    /// Stores a conversion quote.
+    async fn put_quote(&mut self, quote: &QuoteRecord) -> Result<(), Error>;
+    /// Reads a conversion quote of the coop.
+    async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error>;
+}
+
+/// The event outbox.
+#[async_trait]
+pub trait EventTx: Send {
+    /// Appends an event with the coop's next sequence number and returns that number.
+    async fn append_event(
+        &mut self,
+        coop: &CoopId,
+        event_type: &str,
+        timestamp: u64,
+        data: &Value,
+    ) -> Result<u64, Error>;
+}
+
+/// Notification writes.
+#[async_trait]
+pub trait NotificationTx: Send {
+    /// Stores a notification.
+    async fn insert_notification(&mut self, notification: &NotificationRecord) -> Result<(), Error>;
+    /// Marks one of the recipient's notifications read; `None` when it is not theirs.
+    async fn mark_notification_read(
+        &mut self,
+        recipient: &Did,
+        id: &str,
+        at: u64,
+    ) -> Result<Option<NotificationRecord>, Error>;
+    /// Marks all of the recipient's unread notifications read; returns how many.
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error>;
+}
+
+/// Cooperative and member writes (and reads that must see the transaction).
+#[async_trait]
+pub trait CoopTx: Send {
+    /// The coop, if it exists.
+    async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error>;
+    /// The member, if it is one.
+    async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error>;
+    /// Creates a coop (the caller checked it does not exist).
+    async fn insert_coop(&mut self, coop: &CoopRecord) -> Result<(), Error>;
+    /// Replaces a coop's settings.
+    async fn update_settings(&mut self, coop: &CoopId, settings: &CoopSettings) -> Result<(), Error>;
+    /// Adds a member.
+    async fn insert_member(&mut self, coop: &CoopId, member: &MemberRecord) -> Result<(), Error>;
+    /// Changes a member's role and credit-limit override.
+    async fn update_member(&mut self, coop: &CoopId, member: &MemberRecord) -> Result<(), Error>;
+    /// Removes a member.
+    async fn delete_member(&mut self, coop: &CoopId, did: &Did) -> Result<(), Error>;
+    /// Number of admins.
+    async fn count_admins(&mut self, coop: &CoopId) -> Result<u64, Error>;
+}
+
+/// Trust edge writes.
+#[async_trait]
+pub trait TrustTx: Send {
+    /// Sets or replaces an edge; returns whether one existed.
+    async fn upsert_edge(&mut self, edge: &TrustEdge) -> Result<bool, Error>;
+    /// Removes an edge; returns whether it existed.
+    async fn delete_edge(&mut self, source: &Did, target: &Did) -> Result<bool, Error>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads outside transactions
+
+/// A ledger history query.
+#[derive(Debug, Clone)]
+pub struct HistoryQuery {
+    /// Cooperative.
+    pub coop: CoopId,
+    /// Only transactions from or to this account.
+    pub account: Option<String>,
+    /// Only this currency (either leg).
+    pub currency: Option<Currency>,
+    /// Page.
+    pub page: PageRequest,
+}
+
+/// Ledger reads.
+#[async_trait]
+pub trait LedgerReads: Send + Sync + fmt::Debug {
+    /// Every balance of an account, by currency.
+    async fn balances(&self, coop: &CoopId, account: &str) -> Result<Vec<(Currency, Amount)>, Error>;
+    /// A page of history, newest first, and the total count.
+    async fn history(&self, query: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error>;
+    /// Sum of all balances per (coop, currency), for the zero-sum gauge.
+    async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error>;
+    /// An exchange rate.
+    async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error>;
+    /// Number of transactions and distinct currencies of a coop.
+    async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error>;
+}
+
+/// Cooperative reads.
+#[async_trait]
+pub trait CoopReads: Send + Sync + fmt::Debug {
+    /// A coop.
+    async fn coop(&self, id: &CoopId) -> Result<Option<CoopRecord>, Error>;
+    /// Coops the DID is a member of, a page and the total.
+    async fn coops_of(&self, did: &Did, page: PageRequest) -> Result<(Vec<CoopRecord>, u64), Error>;
+    /// Members of a coop, a page and the total.
+    async fn members(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<MemberRecord>, u64), Error>;
+    /// One member.
+    async fn member(&self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error>;
+}
+
+/// Notification reads.
+#[async_trait]
+pub trait NotificationReads: Send + Sync + fmt::Debug {
+    /// A page of the recipient's notifications (newest first), the total, and the unread count.
+    async fn notifications(
+        &self,
+        recipient: &Did,
+        unread_only: bool,
+        page: PageRequest,
+    ) -> Result<(Vec<NotificationRecord>, u64, u64), Error>;
+}
+
+/// Trust reads.
+#[async_trait]
+pub trait TrustReads: Send + Sync + fmt::Debug {
+    /// Every edge, for building the in-memory graph.
+    async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error>;
+}
+
+/// Event outbox reads, for the WebSocket stream.
+#[async_trait]
+pub trait EventReads: Send + Sync + fmt::Debug {
+    /// Events of a coop with `seq > after`, in order, at most `limit`.
+    async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error>;
+    /// Highest assigned sequence number of a coop (0 when none).
+    async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error>;
+    /// Lowest retained sequence number of a coop (0 when none).
+    async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error>;
 }

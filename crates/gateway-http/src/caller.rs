@@ -45,10 +45,7 @@ impl Caller {
     /// The token's cooperative, or a refusal for identity-only tokens.
     pub fn coop(&self) -> Result<&CoopId, ApiError> {
         self.coop_id.as_ref().ok_or_else(|| {
-            Error::forbidden(
-                "this route needs a token issued for a cooperative (login with coop_id)",
-            )
-            .into()
+            Error::forbidden("this route needs a token issued for a cooperative (login with coop_id)").into()
         })
     }
 }
@@ -147,9 +144,6 @@ impl<R: ScopeRequirement, S: Send + Sync> FromRequestParts<S> for Authorized<R> 
         if !caller.scopes.contains_all(required) {
             return Err(Error::missing_scopes(R::SCOPES.to_vec()).into());
         }
-        Ok(Self {
-            caller,
-            requirement: PhantomData,
-        })
+        Ok(Self { caller, requirement: PhantomData })
     }
 }

@@ -64,26 +64,13 @@ impl ApiError {
             }
             Error::NotFound { resource, id } => json!({ "resource": resource, "id": id }),
             Error::Conflict { reason } => json!({ "reason": reason }),
-            Error::InsufficientCredit {
-                balance,
-                credit_limit,
-                currency,
-            } => {
+            Error::InsufficientCredit { balance, credit_limit, currency } => {
                 json!({ "balance": balance, "credit_limit": credit_limit, "currency": currency })
             }
-            Error::SlippageExceeded {
-                net_target_amount,
-                bound,
-            } => {
+            Error::SlippageExceeded { net_target_amount, bound } => {
                 json!({ "net_target_amount": net_target_amount, "bound": bound })
             }
-            Error::RateLimited {
-                layer,
-                limit,
-                retry_after_secs,
-                count,
-                ..
-            } => {
+            Error::RateLimited { layer, limit, retry_after_secs, count, .. } => {
                 let mut map = Map::new();
                 map.insert("layer".into(), layer.as_str().into());
                 map.insert("limit".into(), (*limit).into());
@@ -107,31 +94,33 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The status and the contract body, e.g. to store as an idempotent response.
+    pub fn status_and_body(&self) -> (u16, Value) {
+        let code = self.code();
+        (code.status(), json!({ "error": self.message(), "code": code.as_str(), "details": self.details() }))
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.code();
-        let status =
-            StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body =
-            json!({ "error": self.message(), "code": code.as_str(), "details": self.details() });
+        let (status, body) = self.status_and_body();
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         match &self {
             ApiError::Core(Error::AuthenticationFailed(_)) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Core(Error::RateLimited {
-                retry_after_secs, ..
-            }) => {
+            ApiError::Core(Error::RateLimited { retry_after_secs, .. }) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
             ApiError::Core(Error::AuthorizationFailed { .. } | Error::InsufficientTrust { .. }) => {
                 metrics::counter!("icn_gateway_authorization_failures_total", "code" => code.as_str()).increment(1);
             }
             ApiError::Core(Error::Internal(cause) | Error::ServiceUnavailable(cause)) => {
-                response
-                    .extensions_mut()
-                    .insert(InternalCause(cause.clone()));
+                response.extensions_mut().insert(InternalCause(cause.clone()));
             }
             _ => {}
         }

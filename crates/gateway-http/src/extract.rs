@@ -33,24 +33,36 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !has_json_content_type(req.headers()) {
-            return Err(Error::bad_request(
-                "expected a JSON body with Content-Type: application/json",
-            )
-            .into());
+            return Err(Error::bad_request("expected a JSON body with Content-Type: application/json").into());
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|rejection| match rejection {
-                BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                    ApiError::PayloadTooLarge {
-                        limit_bytes: BODY_LIMIT_BYTES,
-                    }
-                }
-                other => {
-                    Error::bad_request(format!("could not read the request body: {other}")).into()
-                }
-            })?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| match rejection {
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                ApiError::PayloadTooLarge { limit_bytes: BODY_LIMIT_BYTES }
+            }
+            other => Error::bad_request(format!("could not read the request body: {other}")).into(),
+        })?;
         parse_json(&bytes).map(Json)
+    }
+}
+
+/// A JSON body kept as bytes (content type and size checked), for handlers that also need the
+/// exact bytes, e.g. to hash them for `Idempotency-Key`. Parse it with [`parse_json`].
+#[derive(Debug, Clone)]
+pub struct JsonBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !has_json_content_type(req.headers()) {
+            return Err(Error::bad_request("expected a JSON body with Content-Type: application/json").into());
+        }
+        Bytes::from_request(req, state).await.map(JsonBytes).map_err(|rejection| match rejection {
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                ApiError::PayloadTooLarge { limit_bytes: BODY_LIMIT_BYTES }
+            }
+            other => Error::bad_request(format!("could not read the request body: {other}")).into(),
+        })
     }
 }
 
@@ -61,20 +73,11 @@ impl<T: Serialize> IntoResponse for Json<T> {
 }
 
 fn has_json_content_type(headers: &axum::http::HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// Parses JSON bytes into `T`, turning failures into `BAD_REQUEST` with the field's path.
@@ -87,16 +90,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             return Error::bad_request(format!("malformed JSON: {inner}")).into();
         }
         let message = strip_position(&inner.to_string());
-        let field = if path == "." {
-            missing_field_name(&message).unwrap_or_default()
-        } else {
-            path
-        };
+        let field = if path == "." { missing_field_name(&message).unwrap_or_default() } else { path };
         field_error(&field, message)
     })?;
-    deserializer
-        .end()
-        .map_err(|err| ApiError::from(Error::bad_request(format!("malformed JSON: {err}"))))?;
+    deserializer.end().map_err(|err| ApiError::from(Error::bad_request(format!("malformed JSON: {err}"))))?;
     Ok(value)
 }
 
@@ -139,8 +136,7 @@ where
             .await
             .map(|axum::extract::Path(value)| Path(value))
             .map_err(|rejection| {
-                Error::bad_request(format!("invalid path parameter: {}", rejection.body_text()))
-                    .into()
+                Error::bad_request(format!("invalid path parameter: {}", rejection.body_text())).into()
             })
     }
 }
@@ -159,18 +155,12 @@ where
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
         let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
-        serde_path_to_error::deserialize(deserializer)
-            .map(Query)
-            .map_err(|err| {
-                let path = err.path().to_string();
-                let message = err.into_inner().to_string();
-                let field = if path == "." {
-                    missing_field_name(&message).unwrap_or_default()
-                } else {
-                    path
-                };
-                field_error(&field, message)
-            })
+        serde_path_to_error::deserialize(deserializer).map(Query).map_err(|err| {
+            let path = err.path().to_string();
+            let message = err.into_inner().to_string();
+            let field = if path == "." { missing_field_name(&message).unwrap_or_default() } else { path };
+            field_error(&field, message)
+        })
     }
 }
 
@@ -199,25 +189,15 @@ mod tests {
 
     #[test]
     fn names_missing_and_mistyped_fields() {
-        assert_eq!(
-            fields(parse_json::<Payment>(br#"{"amount": 1}"#).unwrap_err()),
-            vec!["to"]
-        );
-        assert_eq!(
-            fields(parse_json::<Payment>(br#"{"to": 5, "amount": 1}"#).unwrap_err()),
-            vec!["to"]
-        );
-        assert_eq!(
-            fields(parse_json::<Payment>(br#"{"to": "x", "amount": "1"}"#).unwrap_err()),
-            vec!["amount"]
-        );
+        assert_eq!(fields(parse_json::<Payment>(br#"{"amount": 1}"#).unwrap_err()), vec!["to"]);
+        assert_eq!(fields(parse_json::<Payment>(br#"{"to": 5, "amount": 1}"#).unwrap_err()), vec!["to"]);
+        assert_eq!(fields(parse_json::<Payment>(br#"{"to": "x", "amount": "1"}"#).unwrap_err()), vec!["amount"]);
         assert!(fields(parse_json::<Payment>(br#"{"to": "x""#).unwrap_err()).is_empty());
     }
 
     #[test]
     fn amounts_keep_exact_text_and_unknown_fields_are_ignored() {
-        let p: Payment =
-            parse_json(br#"{"to": "x", "amount": 123456789012.123456, "extra": [1]}"#).unwrap();
+        let p: Payment = parse_json(br#"{"to": "x", "amount": 123456789012.123456, "extra": [1]}"#).unwrap();
         assert_eq!(p.amount.micros(), 123_456_789_012_123_456);
     }
 }

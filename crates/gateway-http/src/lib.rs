@@ -8,6 +8,8 @@
 pub mod caller;
 pub mod error;
 pub mod extract;
+pub mod limits;
+pub mod membership;
 pub mod middleware;
 pub mod openapi;
 pub mod routes;
@@ -34,17 +36,21 @@ pub use error::{ApiError, ApiResult};
 pub use state::{AppState, CorsMode, HttpConfig};
 
 use crate::middleware::REQUEST_ID;
-use crate::routes::{auth, health, identity};
+use crate::routes::{auth, coops, health, identity, ledger, notifications, trust};
 
-/// Routes that need no token.
+/// The login routes: public, behind the IP rate-limit layer.
+fn login_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(auth::challenge)).routes(routes!(auth::verify))
+}
+
+/// Other routes that need no token.
 fn public_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(health::health))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
-        .routes(routes!(auth::challenge))
-        .routes(routes!(auth::verify))
         .routes(routes!(identity::resolve))
+        .routes(routes!(coops::stats))
 }
 
 /// Routes behind the `authenticate` middleware.
@@ -52,32 +58,66 @@ fn protected_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(identity::own_did))
         .routes(routes!(identity::own_public_key))
+        .routes(routes!(ledger::payment))
+        .routes(routes!(ledger::short_transaction))
+        .routes(routes!(ledger::balance))
+        .routes(routes!(ledger::short_balance))
+        .routes(routes!(ledger::history))
+        .routes(routes!(ledger::short_history))
+        .routes(routes!(ledger::batch))
+        .routes(routes!(ledger::quote))
+        .routes(routes!(ledger::convert))
+        .routes(routes!(ledger::get_rate))
+        .routes(routes!(ledger::set_rate))
+        .routes(routes!(coops::create, coops::list_coops))
+        .routes(routes!(coops::short_create, coops::short_list_coops))
+        .routes(routes!(coops::get))
+        .routes(routes!(coops::short_get))
+        .routes(routes!(coops::members, coops::add_member))
+        .routes(routes!(coops::short_members, coops::short_add_member))
+        .routes(routes!(coops::remove_member))
+        .routes(routes!(coops::set_role))
+        .routes(routes!(coops::set_credit_limit))
+        .routes(routes!(coops::update_settings))
+        .routes(routes!(trust::score))
+        .routes(routes!(trust::short_score))
+        .routes(routes!(trust::edges))
+        .routes(routes!(trust::set_edge))
+        .routes(routes!(trust::short_set_edge))
+        .routes(routes!(trust::remove_edge))
+        .routes(routes!(notifications::list_notifications))
+        .routes(routes!(notifications::short_list))
+        .routes(routes!(notifications::mark_read))
+        .routes(routes!(notifications::short_mark_read))
+        .routes(routes!(notifications::mark_all_read))
+        .routes(routes!(notifications::short_mark_all_read))
 }
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut api) = public_routes().split_for_parts();
-    api.merge(protected_routes().split_for_parts().1);
     let mut doc = openapi::ApiDoc::openapi();
-    doc.merge(api);
+    for routes in [login_routes(), public_routes(), protected_routes()] {
+        doc.merge(routes.split_for_parts().1);
+    }
     doc
 }
 
 /// The whole HTTP API with its middleware, ready to serve.
 pub fn router(state: AppState) -> Router {
+    let (login, login_api) = login_routes().split_for_parts();
+    let login = login.route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer));
     let (public, public_api) = public_routes().split_for_parts();
     let (protected, protected_api) = protected_routes().split_for_parts();
-    let protected = protected.route_layer(from_fn_with_state(
-        state.auth.clone(),
-        middleware::authenticate,
-    ));
+    let protected = protected.route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
     let mut doc = openapi::ApiDoc::openapi();
+    doc.merge(login_api);
     doc.merge(public_api);
     doc.merge(protected_api);
 
     let tls = state.config.tls;
     let cors = middleware::cors_layer(&state.config);
     Router::new()
+        .merge(login)
         .merge(public)
         .merge(protected)
         .fallback(not_found)
@@ -88,11 +128,7 @@ pub fn router(state: AppState) -> Router {
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                    let request_id = request
-                        .headers()
-                        .get(REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
+                    let request_id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
                     tracing::info_span!("request", method = %request.method(), path = request.uri().path(), request_id)
                 }))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
@@ -117,10 +153,7 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -14,24 +14,39 @@ use tower_http::request_id::RequestId;
 
 use crate::caller::Caller;
 use crate::error::{ApiError, InternalCause};
-use crate::state::{CorsMode, HttpConfig};
+use crate::state::{AppState, CorsMode, HttpConfig};
 
-/// Verifies the bearer token of a protected route and leaves the [`Caller`] in the request.
-/// Authenticated answers are marked `Cache-Control: no-store`.
-pub async fn authenticate(
-    State(auth): State<Authenticator>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let caller = match bearer_token(&request).and_then(|token| verify(&auth, token)) {
+/// Verifies the bearer token of a protected route, applies the DID rate-limit layer and the
+/// membership check, and leaves the [`Caller`] in the request. Authenticated answers carry the
+/// `X-RateLimit-*` headers and `Cache-Control: no-store`.
+pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let mut caller = match bearer_token(&request).and_then(|token| verify(&state.auth, token)) {
         Ok(caller) => caller,
         Err(err) => return err.into_response(),
     };
+    let admission = match state.limits.check_did(&caller.did) {
+        Ok(admission) => admission,
+        Err((err, limit)) => {
+            let retry = match &err {
+                ApiError::Core(Error::RateLimited { retry_after_secs, .. }) => Duration::from_secs(*retry_after_secs),
+                _ => Duration::ZERO,
+            };
+            let mut response = err.into_response();
+            state.limits.write_headers(response.headers_mut(), limit, 0, retry);
+            return response;
+        }
+    };
+    if let Some(coop) = &caller.coop_id {
+        match state.membership.effective_scopes(coop, &caller.did, caller.scopes).await {
+            Ok(scopes) => caller.scopes = scopes,
+            Err(err) => return ApiError::from(err).into_response(),
+        }
+    }
     request.extensions_mut().insert(caller);
     let mut response = next.run(request).await;
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    state.limits.write_headers(headers, admission.limit, admission.remaining, admission.reset_after);
     response
 }
 
@@ -40,19 +55,10 @@ fn bearer_token(request: &Request) -> Result<&str, ApiError> {
         .headers()
         .get(header::AUTHORIZATION)
         .ok_or_else(|| Error::AuthenticationFailed("missing bearer token".into()))?;
-    let value = value
-        .to_str()
-        .map_err(|_| Error::AuthenticationFailed("malformed Authorization header".into()))?;
+    let value = value.to_str().map_err(|_| Error::AuthenticationFailed("malformed Authorization header".into()))?;
     match value.split_once(' ') {
-        Some((scheme, token))
-            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
-        {
-            Ok(token.trim())
-        }
-        _ => Err(Error::AuthenticationFailed(
-            "the Authorization header must be 'Bearer <token>'".into(),
-        )
-        .into()),
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => Ok(token.trim()),
+        _ => Err(Error::AuthenticationFailed("the Authorization header must be 'Bearer <token>'".into()).into()),
     }
 }
 
@@ -81,24 +87,13 @@ pub async fn security_headers(State(tls): State<bool>, request: Request, next: N
     } else {
         "default-src 'self'"
     };
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(csp),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     if tls {
-        headers.insert(
-            header::STRICT_TRANSPORT_SECURITY,
-            HeaderValue::from_static("max-age=31536000; includeSubDomains"),
-        );
+        headers
+            .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
     }
     response
 }

@@ -12,6 +12,13 @@ use axum::http::HeaderValue;
 use gateway_auth::Authenticator;
 use gateway_core::{Clock, DidResolver};
 use gateway_domain::StoreHealth;
+use gateway_domain::coops::Coops;
+use gateway_domain::ledger::Ledger;
+use gateway_domain::notifications::Notifications;
+use gateway_domain::trust::Trust;
+
+use crate::limits::RateLimits;
+use crate::membership::MembershipCache;
 
 /// Cross-origin policy.
 #[derive(Debug, Clone)]
@@ -39,11 +46,7 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self {
-            cors: CorsMode::Production { origin: None },
-            tls: false,
-            version: env!("CARGO_PKG_VERSION"),
-        }
+        Self { cors: CorsMode::Production { origin: None }, tls: false, version: env!("CARGO_PKG_VERSION") }
     }
 }
 
@@ -58,6 +61,18 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Store reachability for health and readiness.
     pub store_health: Arc<dyn StoreHealth>,
+    /// Cooperatives and members.
+    pub coops: Coops,
+    /// The mutual-credit ledger.
+    pub ledger: Ledger,
+    /// Trust edges and scores.
+    pub trust: Trust,
+    /// Notifications.
+    pub notifications: Notifications,
+    /// The rate-limiting layers.
+    pub limits: Arc<RateLimits>,
+    /// Per-request membership checks.
+    pub membership: Arc<MembershipCache>,
     /// HTTP settings.
     pub config: Arc<HttpConfig>,
     /// Start time, for `uptime_secs`.
@@ -66,8 +81,113 @@ pub struct AppState {
 
 impl fmt::Debug for AppState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AppState")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+        f.debug_struct("AppState").field("config", &self.config).finish_non_exhaustive()
     }
+}
+
+/// What [`assemble`] needs besides the store.
+#[derive(Debug, Clone)]
+pub struct AssembleOptions {
+    /// Token settings.
+    pub token: gateway_auth::TokenConfig,
+    /// Challenge lifetime, seconds.
+    pub challenge_ttl_secs: u64,
+    /// Grant any scopes (development only).
+    pub open_enrollment: bool,
+    /// Trust anchors.
+    pub trust_anchors: Vec<gateway_core::Did>,
+    /// Score of DIDs without a path from an anchor.
+    pub trust_default: f64,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// HTTP settings.
+    pub http: HttpConfig,
+    /// Wall clock.
+    pub clock: Arc<dyn Clock>,
+    /// Monotonic clock of the rate limiters.
+    pub limiter_clock: Arc<dyn gateway_limits::Clock>,
+    /// Lifetime of cached membership answers.
+    pub membership_ttl: std::time::Duration,
+}
+
+/// The limiter's view of trust: scores from the trust graph.
+#[derive(Debug)]
+struct GraphScores(Arc<gateway_domain::trust::TrustGraph>);
+
+impl gateway_limits::TrustScores for GraphScores {
+    fn score(&self, did: &str) -> f64 {
+        gateway_core::Did::parse(did).map(|d| self.0.score(&d)).unwrap_or(0.0)
+    }
+}
+
+/// Everything a store must offer to back the gateway.
+pub trait GatewayStore:
+    gateway_domain::ports::Transactor
+    + gateway_domain::ports::LedgerReads
+    + gateway_domain::ports::CoopReads
+    + gateway_domain::ports::NotificationReads
+    + gateway_domain::ports::TrustReads
+    + StoreHealth
+    + gateway_core::MembershipLookup
+    + 'static
+{
+}
+
+impl<T> GatewayStore for T where
+    T: gateway_domain::ports::Transactor
+        + gateway_domain::ports::LedgerReads
+        + gateway_domain::ports::CoopReads
+        + gateway_domain::ports::NotificationReads
+        + gateway_domain::ports::TrustReads
+        + StoreHealth
+        + gateway_core::MembershipLookup
+        + 'static
+{
+}
+
+/// Builds the application state over a store: domain services, login, limiters. Loads the
+/// trust graph from the store.
+pub async fn assemble<S: GatewayStore>(
+    store: Arc<S>,
+    options: AssembleOptions,
+) -> Result<AppState, gateway_core::Error> {
+    let clock = options.clock.clone();
+    let resolver: Arc<dyn DidResolver> = Arc::new(gateway_core::KeyDidResolver);
+    let tokens =
+        Arc::new(gateway_auth::TokenService::new(options.token, clock.clone()).map_err(gateway_core::Error::from)?);
+    let auth = Authenticator::new(
+        resolver.clone(),
+        Arc::new(gateway_auth::challenge::MemoryChallengeStore::default()),
+        tokens,
+        gateway_auth::ScopePolicy::new(store.clone(), options.open_enrollment),
+        clock.clone(),
+        options.challenge_ttl_secs,
+    );
+    let edges = gateway_domain::ports::TrustReads::all_edges(store.as_ref()).await?;
+    let graph = Arc::new(gateway_domain::trust::TrustGraph::new(options.trust_anchors, options.trust_default, edges));
+    let trust = Trust::new(store.clone(), store.clone(), graph.clone(), clock.clone());
+    let ledger = Ledger::new(store.clone(), store.clone(), graph.clone(), clock.clone());
+    let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone());
+    let notifications = Notifications::new(store.clone(), store.clone(), clock.clone());
+    let limits = Arc::new(RateLimits::new(
+        options.limiter_clock,
+        clock.clone(),
+        Arc::new(GraphScores(graph)),
+        options.trusted_proxies,
+    ));
+    let membership = Arc::new(MembershipCache::new(store.clone(), options.membership_ttl, !options.open_enrollment));
+    Ok(AppState {
+        auth,
+        resolver,
+        clock,
+        store_health: store,
+        coops,
+        ledger,
+        trust,
+        notifications,
+        limits,
+        membership,
+        config: Arc::new(options.http),
+        started_at: Instant::now(),
+    })
 }

@@ -19,6 +19,14 @@ pub trait Clock: Debug + Send + Sync {
     fn now(&self) -> Duration;
 }
 
+/// A shared clock is a clock, so limiters can hold `Arc<dyn Clock>` when the concrete clock is
+/// chosen at run time (the system clock in production, a manual one in tests).
+impl<T: Clock + ?Sized> Clock for Arc<T> {
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+}
+
 /// The processor's monotonic clock, measured from the moment the value was created.
 ///
 /// It reads the time-stamp counter through `quanta` (which falls back to the operating

@@ -5,16 +5,21 @@
 //! `gateway-domain`), no HTTP. A store is chosen by a spec string: `memory`, `sqlite:<path>` or
 //! `postgres://…`.
 
+mod conn;
+mod reads;
+mod writer;
+
+use std::any::Any;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, Role};
 use gateway_domain::StoreHealth;
+use gateway_domain::ports::{ErasedJob, Transactor};
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use tokio::sync::mpsc;
 
 /// Which backend a store spec names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +47,7 @@ impl FromStr for StoreSpec {
         } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             Ok(StoreSpec::Postgres(text.to_owned()))
         } else {
-            Err(format!(
-                "unknown store '{text}': use memory, sqlite:<path> or postgres://…"
-            ))
+            Err(format!("unknown store '{text}': use memory, sqlite:<path> or postgres://…"))
         }
     }
 }
@@ -61,7 +64,7 @@ pub enum StoreError {
 }
 
 /// Turns a database failure into the contract's error: unreachable → 503, anything else → 500.
-fn db_error(err: sqlx::Error) -> Error {
+pub(crate) fn db_error(err: sqlx::Error) -> Error {
     match err {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
             Error::ServiceUnavailable(format!("store unreachable: {err}"))
@@ -70,46 +73,61 @@ fn db_error(err: sqlx::Error) -> Error {
     }
 }
 
-/// A connected store.
-#[derive(Debug, Clone)]
-pub enum Store {
-    /// SQLite, in memory or a file.
-    Sqlite {
-        /// The pool.
-        pool: SqlitePool,
-        /// Whether it is the in-memory mode.
-        in_memory: bool,
-    },
-    /// PostgreSQL.
+pub(crate) enum Backend {
+    Sqlite(SqlitePool),
     Postgres(PgPool),
 }
 
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Sqlite(_) => "Sqlite",
+            Backend::Postgres(_) => "Postgres",
+        })
+    }
+}
+
+/// A connected store: the domain's ports over SQLite or PostgreSQL.
+#[derive(Debug)]
+pub struct Store {
+    pub(crate) backend: Backend,
+    /// The SQLite writer's queue (absent for PostgreSQL).
+    writer: Option<mpsc::Sender<writer::Job>>,
+    in_memory: bool,
+}
+
 impl Store {
-    /// Opens (creating if needed) the store a spec names and brings its schema up to date.
+    /// Opens (creating if needed) the store a spec names, brings its schema up to date, and
+    /// (for SQLite) starts its writer task.
     pub async fn open(spec: &StoreSpec) -> Result<Self, StoreError> {
-        let store = Self::connect(spec).await?;
-        match &store {
-            Store::Sqlite { pool, .. } => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
-            Store::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
+        let (backend, in_memory) = Self::connect(spec).await?;
+        match &backend {
+            Backend::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
+            Backend::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
-        Ok(store)
+        let writer = match &backend {
+            Backend::Sqlite(pool) => {
+                let (sender, queue) = mpsc::channel(4096);
+                tokio::spawn(writer::sqlite_writer(pool.clone(), queue));
+                Some(sender)
+            }
+            Backend::Postgres(_) => None,
+        };
+        Ok(Self { backend, writer, in_memory })
     }
 
-    async fn connect(spec: &StoreSpec) -> Result<Self, StoreError> {
+    async fn connect(spec: &StoreSpec) -> Result<(Backend, bool), StoreError> {
         match spec {
             StoreSpec::Memory => {
                 // One connection: every connection to `:memory:` would be its own database.
-                let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
+                let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(1)
                     .idle_timeout(None)
                     .max_lifetime(None)
                     .connect_with(options)
                     .await?;
-                Ok(Store::Sqlite {
-                    pool,
-                    in_memory: true,
-                })
+                Ok((Backend::Sqlite(pool), true))
             }
             StoreSpec::SqliteFile(path) => {
                 let options = SqliteConnectOptions::new()
@@ -120,23 +138,40 @@ impl Store {
                     .synchronous(SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(5))
                     .foreign_keys(true);
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(8)
-                    .connect_with(options)
-                    .await?;
-                Ok(Store::Sqlite {
-                    pool,
-                    in_memory: false,
-                })
+                let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
+                Ok((Backend::Sqlite(pool), false))
             }
             StoreSpec::Postgres(url) => {
                 let pool = PgPoolOptions::new()
-                    .max_connections(16)
+                    .max_connections(32)
                     .acquire_timeout(Duration::from_secs(5))
                     .connect(url)
                     .await?;
-                Ok(Store::Postgres(pool))
+                Ok((Backend::Postgres(pool), false))
             }
+        }
+    }
+
+    /// The PostgreSQL pool, for LISTEN/NOTIFY and tests; `None` for SQLite.
+    pub fn postgres_pool(&self) -> Option<&PgPool> {
+        match &self.backend {
+            Backend::Postgres(pool) => Some(pool),
+            Backend::Sqlite(_) => None,
+        }
+    }
+}
+
+#[async_trait]
+impl Transactor for Store {
+    async fn run_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error> {
+        match (&self.backend, &self.writer) {
+            (Backend::Sqlite(_), Some(writer)) => {
+                let (job, answer) = writer::Job::new(job);
+                writer.send(job).await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?;
+                answer.await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?
+            }
+            (Backend::Postgres(pool), _) => writer::run_postgres(pool, job).await,
+            (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
         }
     }
 }
@@ -144,21 +179,17 @@ impl Store {
 #[async_trait]
 impl StoreHealth for Store {
     fn kind(&self) -> &'static str {
-        match self {
-            Store::Sqlite {
-                in_memory: true, ..
-            } => "memory",
-            Store::Sqlite {
-                in_memory: false, ..
-            } => "sqlite",
-            Store::Postgres(_) => "postgres",
+        match &self.backend {
+            Backend::Sqlite(_) if self.in_memory => "memory",
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
         }
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        let result = match self {
-            Store::Sqlite { pool, .. } => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
-            Store::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
+        let result = match &self.backend {
+            Backend::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
+            Backend::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
         };
         result.map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
     }
@@ -170,20 +201,12 @@ impl MembershipLookup for Store {
         // One round trip: the coop's existence and the member's role together.
         const SQL: &str = "SELECT c.id, m.role FROM coops c LEFT JOIN members m \
                            ON m.coop_id = c.id AND m.did = $2 WHERE c.id = $1";
-        let row: Option<(String, Option<String>)> = match self {
-            Store::Sqlite { pool, .. } => {
-                sqlx::query_as(SQL)
-                    .bind(coop.as_str())
-                    .bind(did.as_str())
-                    .fetch_optional(pool)
-                    .await
+        let row: Option<(String, Option<String>)> = match &self.backend {
+            Backend::Sqlite(pool) => {
+                sqlx::query_as(SQL).bind(coop.as_str()).bind(did.as_str()).fetch_optional(pool).await
             }
-            Store::Postgres(pool) => {
-                sqlx::query_as(SQL)
-                    .bind(coop.as_str())
-                    .bind(did.as_str())
-                    .fetch_optional(pool)
-                    .await
+            Backend::Postgres(pool) => {
+                sqlx::query_as(SQL).bind(coop.as_str()).bind(did.as_str()).fetch_optional(pool).await
             }
         }
         .map_err(db_error)?;
@@ -191,8 +214,7 @@ impl MembershipLookup for Store {
             None => Membership::NoSuchCoop,
             Some((_, None)) => Membership::NotMember,
             Some((_, Some(role))) => Membership::Member(
-                Role::parse(&role)
-                    .ok_or_else(|| Error::Internal(format!("unknown role '{role}' in store")))?,
+                Role::parse(&role).ok_or_else(|| Error::Internal(format!("unknown role '{role}' in store")))?,
             ),
         })
     }
@@ -205,18 +227,9 @@ mod tests {
     #[test]
     fn parses_specs() {
         assert_eq!("memory".parse(), Ok(StoreSpec::Memory));
-        assert_eq!(
-            "sqlite:gw.db".parse(),
-            Ok(StoreSpec::SqliteFile("gw.db".into()))
-        );
-        assert_eq!(
-            "sqlite://gw.db".parse(),
-            Ok(StoreSpec::SqliteFile("gw.db".into()))
-        );
-        assert!(matches!(
-            "postgres://u@h/db".parse(),
-            Ok(StoreSpec::Postgres(_))
-        ));
+        assert_eq!("sqlite:gw.db".parse(), Ok(StoreSpec::SqliteFile("gw.db".into())));
+        assert_eq!("sqlite://gw.db".parse(), Ok(StoreSpec::SqliteFile("gw.db".into())));
+        assert!(matches!("postgres://u@h/db".parse(), Ok(StoreSpec::Postgres(_))));
         assert!("mysql://x".parse::<StoreSpec>().is_err());
         assert!("sqlite:".parse::<StoreSpec>().is_err());
     }
@@ -231,34 +244,17 @@ mod tests {
     #[tokio::test]
     async fn membership_distinguishes_the_three_cases() {
         let store = Store::open(&StoreSpec::Memory).await.unwrap();
-        let Store::Sqlite { pool, .. } = &store else {
-            unreachable!()
-        };
+        let Backend::Sqlite(pool) = &store.backend else { unreachable!() };
         sqlx::query("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50)")
             .execute(pool)
             .await
             .unwrap();
-        sqlx::query("INSERT INTO members VALUES ('c1', 'did:key:za', 'admin', 0, NULL)")
-            .execute(pool)
-            .await
-            .unwrap();
+        sqlx::query("INSERT INTO members VALUES ('c1', 'did:key:za', 'admin', 0, NULL)").execute(pool).await.unwrap();
         let c1 = CoopId::parse("c1").unwrap();
         let a = Did::parse("did:key:za").unwrap();
         let b = Did::parse("did:key:zb").unwrap();
-        assert_eq!(
-            store.membership(&c1, &a).await.unwrap(),
-            Membership::Member(Role::Admin)
-        );
-        assert_eq!(
-            store.membership(&c1, &b).await.unwrap(),
-            Membership::NotMember
-        );
-        assert_eq!(
-            store
-                .membership(&CoopId::parse("c2").unwrap(), &a)
-                .await
-                .unwrap(),
-            Membership::NoSuchCoop
-        );
+        assert_eq!(store.membership(&c1, &a).await.unwrap(), Membership::Member(Role::Admin));
+        assert_eq!(store.membership(&c1, &b).await.unwrap(), Membership::NotMember);
+        assert_eq!(store.membership(&CoopId::parse("c2").unwrap(), &a).await.unwrap(), Membership::NoSuchCoop);
     }
 }

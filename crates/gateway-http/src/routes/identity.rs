@@ -64,9 +64,7 @@ pub struct DidDocument {
 #[utoipa::path(get, path = "/identity/did", tag = "identity", security(("bearer" = [])),
     responses((status = 200, body = DidResponse), (status = 401, body = crate::openapi::ErrorBody)))]
 pub async fn own_did(caller: Authorized<AnyToken>) -> Json<DidResponse> {
-    Json(DidResponse {
-        did: caller.did.to_string(),
-    })
+    Json(DidResponse { did: caller.did.to_string() })
 }
 
 /// The caller's public key.
@@ -93,21 +91,13 @@ pub async fn resolve(
     State(resolver): State<Arc<dyn DidResolver>>,
     Path(did): Path<String>,
 ) -> ApiResult<Json<DidDocument>> {
-    let did = Did::parse(&did)
-        .map_err(|e| Error::bad_request_field("did", format!("invalid DID: {e}")))?;
+    let did = Did::parse(&did).map_err(|e| Error::bad_request_field("did", format!("invalid DID: {e}")))?;
     let key = resolver.resolve(&did)?;
     let multibase = key.to_multibase();
-    let fragment = if did.method() == "key" {
-        did.method_specific_id().to_owned()
-    } else {
-        "key-1".to_owned()
-    };
+    let fragment = if did.method() == "key" { did.method_specific_id().to_owned() } else { "key-1".to_owned() };
     let method_id = format!("{did}#{fragment}");
     Ok(Json(DidDocument {
-        context: vec![
-            "https://www.w3.org/ns/did/v1",
-            "https://w3id.org/security/suites/ed25519-2020/v1",
-        ],
+        context: vec!["https://www.w3.org/ns/did/v1", "https://w3id.org/security/suites/ed25519-2020/v1"],
         id: did.to_string(),
         verification_method: vec![VerificationMethod {
             id: method_id.clone(),

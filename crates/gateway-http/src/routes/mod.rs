@@ -3,5 +3,10 @@
 //! wire types.
 
 pub mod auth;
+pub mod common;
+pub mod coops;
 pub mod health;
 pub mod identity;
+pub mod ledger;
+pub mod notifications;
+pub mod trust;

@@ -30,23 +30,14 @@ async fn challenge_validates_the_did() {
     assert!(hex::decode(nonce).is_ok());
     assert!(body["challenge_id"].as_str().is_some());
 
-    let bad = app
-        .post("/v1/auth/challenge", json!({ "did": "not-a-did" }))
-        .await;
+    let bad = app.post("/v1/auth/challenge", json!({ "did": "not-a-did" })).await;
     bad.assert_error(400, "BAD_REQUEST");
     assert!(bad.body["error"].as_str().unwrap().contains("invalid DID"));
     assert!(bad.body["details"]["fields"]["did"].is_array());
-    let web = app
-        .post(
-            "/v1/auth/challenge",
-            json!({ "did": "did:web:example.org" }),
-        )
-        .await;
+    let web = app.post("/v1/auth/challenge", json!({ "did": "did:web:example.org" })).await;
     web.assert_error(400, "UNSUPPORTED_DID_METHOD");
     assert_eq!(web.body["details"]["method"], "web");
-    app.post("/v1/auth/challenge", json!({}))
-        .await
-        .assert_error(400, "BAD_REQUEST");
+    app.post("/v1/auth/challenge", json!({})).await.assert_error(400, "BAD_REQUEST");
 }
 
 #[tokio::test]
@@ -54,15 +45,8 @@ async fn both_signed_message_forms_are_accepted() {
     let app = TestApp::new().await;
     let (signing, did) = key(2);
     for raw_form in [false, true] {
-        let nonce = app.challenge(&did).await["nonce"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let message = if raw_form {
-            hex::decode(&nonce).unwrap()
-        } else {
-            nonce.into_bytes()
-        };
+        let nonce = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
+        let message = if raw_form { hex::decode(&nonce).unwrap() } else { nonce.into_bytes() };
         let signature = hex::encode(signing.sign(&message).to_bytes());
         let response = app
             .post(
@@ -87,48 +71,28 @@ async fn verify_steps_fail_in_the_specified_order() {
     app.challenge(&did).await;
     let good_sig = "00".repeat(64);
     let cases: Vec<(Value, &str)> = vec![
-        (
-            json!({ "did": "bad", "signature": "zz", "coop_id": "bad id", "scopes": ["nope"] }),
-            "did",
-        ),
-        (
-            json!({ "did": did.to_string(), "signature": "zz", "coop_id": "bad id", "scopes": ["nope"] }),
-            "scopes",
-        ),
+        (json!({ "did": "bad", "signature": "zz", "coop_id": "bad id", "scopes": ["nope"] }), "did"),
+        (json!({ "did": did.to_string(), "signature": "zz", "coop_id": "bad id", "scopes": ["nope"] }), "scopes"),
         (
             json!({ "did": did.to_string(), "signature": "zz", "coop_id": "bad id", "scopes": ["ledger:read"] }),
             "coop_id",
         ),
-        (
-            json!({ "did": did.to_string(), "signature": "zz", "coop_id": "c1", "scopes": ["ledger:read"] }),
-            "signature",
-        ),
-        (
-            json!({ "did": did.to_string(), "signature": "00".repeat(63), "coop_id": "c1", "scopes": [] }),
-            "signature",
-        ),
-        (
-            json!({ "did": did.to_string(), "signature": "00".repeat(65), "coop_id": "c1", "scopes": [] }),
-            "signature",
-        ),
+        (json!({ "did": did.to_string(), "signature": "zz", "coop_id": "c1", "scopes": ["ledger:read"] }), "signature"),
+        (json!({ "did": did.to_string(), "signature": "00".repeat(63), "coop_id": "c1", "scopes": [] }), "signature"),
+        (json!({ "did": did.to_string(), "signature": "00".repeat(65), "coop_id": "c1", "scopes": [] }), "signature"),
     ];
     for (body, field) in cases {
         let response = app.post("/v1/auth/verify", body.clone()).await;
         response.assert_error(400, "BAD_REQUEST");
-        assert!(
-            response.body["details"]["fields"][field].is_array(),
-            "{field}: {}",
-            response.body
-        );
+        assert!(response.body["details"]["fields"][field].is_array(), "{field}: {}", response.body);
     }
     let short = app
-        .post("/v1/auth/verify", json!({ "did": did.to_string(), "signature": "00".repeat(63), "coop_id": "c1", "scopes": [] }))
+        .post(
+            "/v1/auth/verify",
+            json!({ "did": did.to_string(), "signature": "00".repeat(63), "coop_id": "c1", "scopes": [] }),
+        )
         .await;
-    assert!(
-        short.body["error"].as_str().unwrap().contains("length"),
-        "{}",
-        short.body
-    );
+    assert!(short.body["error"].as_str().unwrap().contains("length"), "{}", short.body);
     // The challenge survived the 400s: none of them reached the signature check. A wrong
     // signature then consumes it.
     let wrong = app
@@ -148,38 +112,26 @@ async fn nonce_is_single_use_even_after_a_failed_attempt() {
     let challenge = app.challenge(&did).await;
     let nonce = challenge["nonce"].as_str().unwrap();
     let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
-    let body =
-        json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] });
-    assert_eq!(
-        app.post("/v1/auth/verify", body.clone()).await.status,
-        StatusCode::OK
-    );
-    app.post("/v1/auth/verify", body)
-        .await
-        .assert_error(401, "AUTHENTICATION_FAILED");
+    let body = json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] });
+    assert_eq!(app.post("/v1/auth/verify", body.clone()).await.status, StatusCode::OK);
+    app.post("/v1/auth/verify", body).await.assert_error(401, "AUTHENTICATION_FAILED");
 
     // A failed attempt consumes the challenge too: the right signature afterwards is refused.
     let challenge = app.challenge(&did).await;
     let nonce = challenge["nonce"].as_str().unwrap();
     let wrong = signature_over(99, nonce.as_bytes());
-    let attempt = |signature: String| json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] });
-    app.post("/v1/auth/verify", attempt(wrong))
-        .await
-        .assert_error(401, "AUTHENTICATION_FAILED");
+    let attempt =
+        |signature: String| json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] });
+    app.post("/v1/auth/verify", attempt(wrong)).await.assert_error(401, "AUTHENTICATION_FAILED");
     let right = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
-    app.post("/v1/auth/verify", attempt(right))
-        .await
-        .assert_error(401, "AUTHENTICATION_FAILED");
+    app.post("/v1/auth/verify", attempt(right)).await.assert_error(401, "AUTHENTICATION_FAILED");
 }
 
 #[tokio::test]
 async fn expired_nonce_is_refused() {
     let app = TestApp::new().await;
     let (signing, did) = key(5);
-    let nonce = app.challenge(&did).await["nonce"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let nonce = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
     app.clock.advance_secs(300);
     let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
     app.post(
@@ -208,111 +160,60 @@ async fn challenge_id_picks_the_challenge_and_identity_only_tokens_work() {
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
     assert_eq!(response.body["scopes"], json!([]));
     let token = response.body["token"].as_str().unwrap();
-    let own = app
-        .call(Method::GET, "/identity/did", None, Some(token))
-        .await;
+    let own = app.call(Method::GET, "/identity/did", None, Some(token)).await;
     assert_eq!(own.body["did"], did.to_string());
-    let key_body = app
-        .call(Method::GET, "/identity/public-key", None, Some(token))
-        .await
-        .body;
-    assert_eq!(
-        key_body["public_key"],
-        hex::encode(signing.verifying_key().to_bytes())
-    );
-    assert!(
-        key_body["public_key_multibase"]
-            .as_str()
-            .unwrap()
-            .starts_with("z6Mk")
-    );
+    let key_body = app.call(Method::GET, "/identity/public-key", None, Some(token)).await.body;
+    assert_eq!(key_body["public_key"], hex::encode(signing.verifying_key().to_bytes()));
+    assert!(key_body["public_key_multibase"].as_str().unwrap().starts_with("z6Mk"));
 }
 
 #[tokio::test]
 async fn dids_resolve_to_documents() {
     let app = TestApp::new().await;
     let (signing, did) = key(7);
-    let doc = app
-        .call(
-            Method::GET,
-            &format!("/v1/identity/resolve/{did}"),
-            None,
-            None,
-        )
-        .await;
+    let doc = app.call(Method::GET, &format!("/v1/identity/resolve/{did}"), None, None).await;
     assert_eq!(doc.status, StatusCode::OK);
     assert_eq!(doc.body["id"], did.to_string());
     let method = &doc.body["verificationMethod"][0];
     assert_eq!(method["type"], "Ed25519VerificationKey2020");
     assert_eq!(method["controller"], did.to_string());
     assert_eq!(doc.body["authentication"][0], method["id"]);
-    let icn = gateway_core::Did::icn_from_public_key(&gateway_core::Ed25519PublicKey(
-        signing.verifying_key().to_bytes(),
-    ));
-    let icn_doc = app
-        .call(
-            Method::GET,
-            &format!("/v1/identity/resolve/{icn}"),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(
-        icn_doc.body["verificationMethod"][0]["publicKeyMultibase"],
-        method["publicKeyMultibase"]
-    );
-    app.call(
-        Method::GET,
-        "/v1/identity/resolve/did:web:x.org",
-        None,
-        None,
-    )
-    .await
-    .assert_error(400, "UNSUPPORTED_DID_METHOD");
+    let icn =
+        gateway_core::Did::icn_from_public_key(&gateway_core::Ed25519PublicKey(signing.verifying_key().to_bytes()));
+    let icn_doc = app.call(Method::GET, &format!("/v1/identity/resolve/{icn}"), None, None).await;
+    assert_eq!(icn_doc.body["verificationMethod"][0]["publicKeyMultibase"], method["publicKeyMultibase"]);
+    app.call(Method::GET, "/v1/identity/resolve/did:web:x.org", None, None)
+        .await
+        .assert_error(400, "UNSUPPORTED_DID_METHOD");
 }
 
 fn forge(token: &str, edit: impl FnOnce(&mut Value), header: Option<Value>) -> String {
     let parts: Vec<&str> = token.split('.').collect();
-    let mut claims: Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    let mut claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
     edit(&mut claims);
     let header = match header {
         Some(h) => URL_SAFE_NO_PAD.encode(h.to_string()),
         None => parts[0].to_owned(),
     };
-    format!(
-        "{header}.{}.{}",
-        URL_SAFE_NO_PAD.encode(claims.to_string()),
-        parts[2]
-    )
+    format!("{header}.{}.{}", URL_SAFE_NO_PAD.encode(claims.to_string()), parts[2])
 }
 
 #[tokio::test]
 async fn bad_tokens_are_401_with_www_authenticate() {
     let app = TestApp::new().await;
     let token = app.token(8, "c1", &["ledger:read"]).await;
-    let ok = app
-        .call(Method::GET, "/identity/did", None, Some(&token))
-        .await;
+    let ok = app.call(Method::GET, "/identity/did", None, Some(&token)).await;
     assert_eq!(ok.status, StatusCode::OK);
 
-    let tampered = forge(
-        &token,
-        |c| c["scopes"] = json!(["ledger:read", "ledger:write"]),
-        None,
-    );
+    let tampered = forge(&token, |c| c["scopes"] = json!(["ledger:read", "ledger:write"]), None);
     let alg_none = {
         let forged = forge(&token, |_| {}, Some(json!({ "alg": "none", "typ": "JWT" })));
         let mut parts: Vec<&str> = forged.split('.').collect();
         parts[2] = "";
         parts.join(".")
     };
-    let claims: Value = serde_json::from_slice(
-        &URL_SAFE_NO_PAD
-            .decode(token.split('.').nth(1).unwrap())
-            .unwrap(),
-    )
-    .unwrap();
+    let claims: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').nth(1).unwrap()).unwrap()).unwrap();
     let mut wrong_aud = claims.clone();
     wrong_aud["aud"] = json!("another-service");
     let wrong_aud = jsonwebtoken::encode(
@@ -334,15 +235,9 @@ async fn bad_tokens_are_401_with_www_authenticate() {
         ("HS512", hs512),
         ("garbage", "x.y.z".to_owned()),
     ] {
-        let response = app
-            .call(Method::GET, "/identity/did", None, Some(&bad))
-            .await;
+        let response = app.call(Method::GET, "/identity/did", None, Some(&bad)).await;
         response.assert_error(401, "AUTHENTICATION_FAILED");
-        assert_eq!(
-            response.headers[header::WWW_AUTHENTICATE],
-            "Bearer",
-            "{name}"
-        );
+        assert_eq!(response.headers[header::WWW_AUTHENTICATE], "Bearer", "{name}");
     }
     let missing = app.call(Method::GET, "/identity/did", None, None).await;
     missing.assert_error(401, "AUTHENTICATION_FAILED");
@@ -350,24 +245,14 @@ async fn bad_tokens_are_401_with_www_authenticate() {
 
     // Expiry with the 30 s leeway, on the manual clock.
     app.clock.advance_secs(3600 + 29);
-    assert_eq!(
-        app.call(Method::GET, "/identity/did", None, Some(&token))
-            .await
-            .status,
-        StatusCode::OK
-    );
+    assert_eq!(app.call(Method::GET, "/identity/did", None, Some(&token)).await.status, StatusCode::OK);
     app.clock.advance_secs(1);
-    let expired = app
-        .call(Method::GET, "/identity/did", None, Some(&token))
-        .await;
+    let expired = app.call(Method::GET, "/identity/did", None, Some(&token)).await;
     expired.assert_error(401, "AUTHENTICATION_FAILED");
     assert_eq!(expired.headers[header::WWW_AUTHENTICATE], "Bearer");
 }
 
-async fn coop_balance(
-    caller: Authorized<LedgerRead>,
-    Path(coop): Path<String>,
-) -> ApiResult<String> {
+async fn coop_balance(caller: Authorized<LedgerRead>, Path(coop): Path<String>) -> ApiResult<String> {
     let coop = CoopId::parse(&coop).map_err(gateway_core::Error::bad_request)?;
     caller.require_coop(&coop)?;
     Ok(caller.did.to_string())
@@ -380,47 +265,21 @@ async fn scope_then_coop_are_enforced() {
     let app = TestApp::new().await;
     let router = Router::new()
         .route("/probe/{coop}", get(coop_balance))
-        .route_layer(from_fn_with_state(
-            app.state.auth.clone(),
-            gateway_http::middleware::authenticate,
-        ));
+        .route_layer(from_fn_with_state(app.state.clone(), gateway_http::middleware::authenticate));
     let reader = app.token(9, "c1", &["ledger:read"]).await;
     let writer = app.token(10, "c1", &["ledger:write"]).await;
 
-    let ok = send(
-        &router,
-        build(Method::GET, "/probe/c1", None, Some(&reader)),
-    )
-    .await;
+    let ok = send(&router, build(Method::GET, "/probe/c1", None, Some(&reader))).await;
     assert_eq!(ok.status, StatusCode::OK);
     assert_eq!(ok.headers[header::CACHE_CONTROL], "no-store");
-    let missing_scope = send(
-        &router,
-        build(Method::GET, "/probe/c1", None, Some(&writer)),
-    )
-    .await;
+    let missing_scope = send(&router, build(Method::GET, "/probe/c1", None, Some(&writer))).await;
     missing_scope.assert_error(403, "AUTHORIZATION_FAILED");
-    assert_eq!(
-        missing_scope.body["details"]["required_scopes"],
-        json!(["ledger:read"])
-    );
+    assert_eq!(missing_scope.body["details"]["required_scopes"], json!(["ledger:read"]));
     // Scope is checked before the cooperative: the writer is refused for the scope even on a
     // foreign coop.
-    let both = send(
-        &router,
-        build(Method::GET, "/probe/c2", None, Some(&writer)),
-    )
-    .await;
-    assert!(
-        both.body["details"]["required_scopes"].is_array(),
-        "{}",
-        both.body
-    );
-    let foreign = send(
-        &router,
-        build(Method::GET, "/probe/c2", None, Some(&reader)),
-    )
-    .await;
+    let both = send(&router, build(Method::GET, "/probe/c2", None, Some(&writer))).await;
+    assert!(both.body["details"]["required_scopes"].is_array(), "{}", both.body);
+    let foreign = send(&router, build(Method::GET, "/probe/c2", None, Some(&reader))).await;
     foreign.assert_error(403, "AUTHORIZATION_FAILED");
     assert_eq!(foreign.body["details"]["coop_id"], "c2");
 }
@@ -430,14 +289,9 @@ async fn scope_policy_applies_without_open_enrollment() {
     let app = TestApp::with(false, gateway_http::CorsMode::Production { origin: None }).await;
     let (signing, did) = key(11);
     // The coop does not exist: only coop:read/coop:write may be requested.
-    let body = app
-        .login(&signing, &did, "newcoop", &["coop:read", "coop:write"])
-        .await;
+    let body = app.login(&signing, &did, "newcoop", &["coop:read", "coop:write"]).await;
     assert_eq!(body["scopes"], json!(["coop:read", "coop:write"]));
-    let nonce = app.challenge(&did).await["nonce"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let nonce = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
     let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
     let refused = app
         .post(
@@ -446,8 +300,5 @@ async fn scope_policy_applies_without_open_enrollment() {
         )
         .await;
     refused.assert_error(403, "AUTHORIZATION_FAILED");
-    assert_eq!(
-        refused.body["details"]["refused_scopes"],
-        json!(["ledger:write"])
-    );
+    assert_eq!(refused.body["details"]["refused_scopes"], json!(["ledger:write"]));
 }

@@ -6,12 +6,7 @@ use serde_json::json;
 
 use crate::support::{TestApp, key};
 
-fn raw(
-    method: Method,
-    uri: &str,
-    content_type: Option<&str>,
-    body: impl Into<Body>,
-) -> Request<Body> {
+fn raw(method: Method, uri: &str, content_type: Option<&str>, body: impl Into<Body>) -> Request<Body> {
     let mut builder = Request::builder().method(method).uri(uri);
     if let Some(ct) = content_type {
         builder = builder.header(header::CONTENT_TYPE, ct);
@@ -22,29 +17,10 @@ fn raw(
 #[tokio::test]
 async fn malformed_json_is_a_bad_request() {
     let app = TestApp::new().await;
-    let response = app
-        .send(raw(
-            Method::POST,
-            "/v1/auth/challenge",
-            Some("application/json"),
-            "{\"did\": ",
-        ))
-        .await;
+    let response = app.send(raw(Method::POST, "/v1/auth/challenge", Some("application/json"), "{\"did\": ")).await;
     response.assert_error(400, "BAD_REQUEST");
-    assert!(
-        response.body["error"]
-            .as_str()
-            .unwrap()
-            .contains("malformed JSON")
-    );
-    let trailing = app
-        .send(raw(
-            Method::POST,
-            "/v1/auth/challenge",
-            Some("application/json"),
-            "{} {}",
-        ))
-        .await;
+    assert!(response.body["error"].as_str().unwrap().contains("malformed JSON"));
+    let trailing = app.send(raw(Method::POST, "/v1/auth/challenge", Some("application/json"), "{} {}")).await;
     trailing.assert_error(400, "BAD_REQUEST");
 }
 
@@ -53,35 +29,17 @@ async fn mistyped_fields_are_named() {
     let app = TestApp::new().await;
     let response = app.post("/v1/auth/challenge", json!({ "did": 42 })).await;
     response.assert_error(400, "BAD_REQUEST");
-    assert!(
-        response.body["details"]["fields"]["did"][0]
-            .as_str()
-            .unwrap()
-            .contains("did")
-    );
-    let scopes = app
-        .post(
-            "/v1/auth/verify",
-            json!({ "did": "did:key:z6Mk", "signature": "00", "scopes": "ledger:read" }),
-        )
-        .await;
-    assert!(
-        scopes.body["details"]["fields"]["scopes"].is_array(),
-        "{}",
-        scopes.body
-    );
+    assert!(response.body["details"]["fields"]["did"][0].as_str().unwrap().contains("did"));
+    let scopes =
+        app.post("/v1/auth/verify", json!({ "did": "did:key:z6Mk", "signature": "00", "scopes": "ledger:read" })).await;
+    assert!(scopes.body["details"]["fields"]["scopes"].is_array(), "{}", scopes.body);
 }
 
 #[tokio::test]
 async fn unknown_fields_are_ignored() {
     let app = TestApp::new().await;
     let (_, did) = key(1);
-    let response = app
-        .post(
-            "/v1/auth/challenge",
-            json!({ "did": did.to_string(), "colour": "blue" }),
-        )
-        .await;
+    let response = app.post("/v1/auth/challenge", json!({ "did": did.to_string(), "colour": "blue" })).await;
     assert_eq!(response.status, StatusCode::OK, "{}", response.body);
 }
 
@@ -90,30 +48,13 @@ async fn wrong_content_type_is_a_bad_request() {
     let app = TestApp::new().await;
     let (_, did) = key(1);
     let body = json!({ "did": did.to_string() }).to_string();
-    for ct in [
-        Some("text/plain"),
-        None,
-        Some("application/x-www-form-urlencoded"),
-    ] {
-        let response = app
-            .send(raw(Method::POST, "/v1/auth/challenge", ct, body.clone()))
-            .await;
+    for ct in [Some("text/plain"), None, Some("application/x-www-form-urlencoded")] {
+        let response = app.send(raw(Method::POST, "/v1/auth/challenge", ct, body.clone())).await;
         response.assert_error(400, "BAD_REQUEST");
-        assert!(
-            response.body["error"]
-                .as_str()
-                .unwrap()
-                .contains("Content-Type")
-        );
+        assert!(response.body["error"].as_str().unwrap().contains("Content-Type"));
     }
-    let charset = app
-        .send(raw(
-            Method::POST,
-            "/v1/auth/challenge",
-            Some("application/json; charset=utf-8"),
-            body,
-        ))
-        .await;
+    let charset =
+        app.send(raw(Method::POST, "/v1/auth/challenge", Some("application/json; charset=utf-8"), body)).await;
     assert_eq!(charset.status, StatusCode::OK);
 }
 
@@ -124,29 +65,16 @@ async fn unknown_path_is_404_and_wrong_method_405() {
     missing.assert_error(404, "NOT_FOUND");
     assert_eq!(missing.body["details"]["resource"], "route");
     // Unknown paths are 404 even without a token: nothing is revealed by a 401.
-    app.call(Method::GET, "/identity/nothing", None, None)
-        .await
-        .assert_error(404, "NOT_FOUND");
-    app.call(Method::DELETE, "/v1/health", None, None)
-        .await
-        .assert_error(405, "METHOD_NOT_ALLOWED");
-    app.call(Method::GET, "/v1/auth/challenge", None, None)
-        .await
-        .assert_error(405, "METHOD_NOT_ALLOWED");
+    app.call(Method::GET, "/identity/nothing", None, None).await.assert_error(404, "NOT_FOUND");
+    app.call(Method::DELETE, "/v1/health", None, None).await.assert_error(405, "METHOD_NOT_ALLOWED");
+    app.call(Method::GET, "/v1/auth/challenge", None, None).await.assert_error(405, "METHOD_NOT_ALLOWED");
 }
 
 #[tokio::test]
 async fn oversized_body_is_413() {
     let app = TestApp::new().await;
     let big = format!("{{\"did\": \"{}\"}}", "a".repeat(1024 * 1024));
-    let response = app
-        .send(raw(
-            Method::POST,
-            "/v1/auth/challenge",
-            Some("application/json"),
-            big,
-        ))
-        .await;
+    let response = app.send(raw(Method::POST, "/v1/auth/challenge", Some("application/json"), big)).await;
     response.assert_error(413, "PAYLOAD_TOO_LARGE");
     assert_eq!(response.body["details"]["limit_bytes"], 1024 * 1024);
 }

@@ -8,11 +8,7 @@ use crate::support::TestApp;
 #[tokio::test]
 async fn security_headers_are_on_every_response() {
     let app = TestApp::new().await;
-    for (method, uri) in [
-        (Method::GET, "/v1/health"),
-        (Method::GET, "/nowhere"),
-        (Method::GET, "/identity/did"),
-    ] {
+    for (method, uri) in [(Method::GET, "/v1/health"), (Method::GET, "/nowhere"), (Method::GET, "/identity/did")] {
         let response = app.call(method, uri, None, None).await;
         let h = &response.headers;
         assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{uri}");
@@ -20,20 +16,14 @@ async fn security_headers_are_on_every_response() {
         assert_eq!(h[header::CONTENT_SECURITY_POLICY], "default-src 'self'");
         assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
         assert!(h.contains_key("x-request-id"));
-        assert!(
-            !h.contains_key(header::STRICT_TRANSPORT_SECURITY),
-            "no HSTS without TLS"
-        );
+        assert!(!h.contains_key(header::STRICT_TRANSPORT_SECURITY), "no HSTS without TLS");
     }
 }
 
 #[tokio::test]
 async fn request_id_is_propagated() {
     let app = TestApp::new().await;
-    let request = Request::get("/healthz")
-        .header("x-request-id", "abc-123")
-        .body(Body::empty())
-        .unwrap();
+    let request = Request::get("/healthz").header("x-request-id", "abc-123").body(Body::empty()).unwrap();
     assert_eq!(app.send(request).await.headers["x-request-id"], "abc-123");
 }
 
@@ -51,32 +41,16 @@ fn preflight(origin: &str) -> Request<Body> {
 #[tokio::test]
 async fn cors_production_allows_only_the_configured_origin() {
     let origin = HeaderValue::from_static("https://coop.example");
-    let app = TestApp::with(
-        false,
-        gateway_http::CorsMode::Production {
-            origin: Some(origin),
-        },
-    )
-    .await;
+    let app = TestApp::with(false, gateway_http::CorsMode::Production { origin: Some(origin) }).await;
     let allowed = app.send(preflight("https://coop.example")).await;
-    assert_eq!(
-        allowed.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
-        "https://coop.example"
-    );
+    assert_eq!(allowed.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://coop.example");
     assert_eq!(allowed.headers[header::ACCESS_CONTROL_MAX_AGE], "3600");
-    let methods = allowed.headers[header::ACCESS_CONTROL_ALLOW_METHODS]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let methods = allowed.headers[header::ACCESS_CONTROL_ALLOW_METHODS].to_str().unwrap().to_owned();
     for m in ["GET", "POST", "PUT", "DELETE"] {
         assert!(methods.contains(m), "{methods}");
     }
     let other = app.send(preflight("https://evil.example")).await;
-    assert!(
-        !other
-            .headers
-            .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
-    );
+    assert!(!other.headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
 }
 
 #[tokio::test]
@@ -89,9 +63,7 @@ async fn cors_development_is_permissive() {
 #[tokio::test]
 async fn openapi_and_swagger_ui_are_served() {
     let app = TestApp::new().await;
-    let doc = app
-        .call(Method::GET, "/api-docs/openapi.json", None, None)
-        .await;
+    let doc = app.call(Method::GET, "/api-docs/openapi.json", None, None).await;
     assert_eq!(doc.status, StatusCode::OK);
     assert!(doc.body["openapi"].as_str().unwrap().starts_with("3.1"));
     for path in [
@@ -102,19 +74,12 @@ async fn openapi_and_swagger_ui_are_served() {
         "/identity/public-key",
         "/v1/identity/resolve/{did}",
     ] {
-        assert!(
-            doc.body["paths"][path].is_object(),
-            "{path} missing from the OpenAPI document"
-        );
+        assert!(doc.body["paths"][path].is_object(), "{path} missing from the OpenAPI document");
     }
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
-    let ui = app
-        .send(Request::get("/swagger-ui/").body(Body::empty()).unwrap())
-        .await;
+    let ui = app.send(Request::get("/swagger-ui/").body(Body::empty()).unwrap()).await;
     assert_eq!(ui.status, StatusCode::OK);
-    let csp = ui.headers[header::CONTENT_SECURITY_POLICY]
-        .to_str()
-        .unwrap();
+    let csp = ui.headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
     assert!(csp.contains("'unsafe-inline'"), "{csp}");
 }
 
@@ -126,12 +91,6 @@ async fn health_reports_store_and_version() {
     assert_eq!(health.body["store"], "memory");
     assert_eq!(health.body["version"], "test");
     assert!(health.body["uptime_secs"].is_u64());
-    assert_eq!(
-        app.call(Method::GET, "/readyz", None, None).await.body["status"],
-        "ready"
-    );
-    assert_eq!(
-        app.call(Method::GET, "/healthz", None, None).await.body["status"],
-        "ok"
-    );
+    assert_eq!(app.call(Method::GET, "/readyz", None, None).await.body["status"], "ready");
+    assert_eq!(app.call(Method::GET, "/healthz", None, None).await.body["status"], "ok");
 }

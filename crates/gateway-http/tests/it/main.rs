@@ -4,6 +4,10 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod auth;
+mod coops;
 mod errors;
 mod headers;
+mod ledger;
+mod limits;
 mod support;
+mod trust;

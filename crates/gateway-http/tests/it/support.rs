@@ -1,15 +1,15 @@
 //! A test gateway over an in-memory store, a manual clock and real Ed25519 keys.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use ed25519_dalek::{Signer, SigningKey};
-use gateway_auth::challenge::MemoryChallengeStore;
-use gateway_auth::{Authenticator, ScopePolicy, TokenConfig, TokenService};
-use gateway_core::{Clock, Did, Ed25519PublicKey, KeyDidResolver, ManualClock};
+use gateway_auth::TokenConfig;
+use gateway_core::{Did, Ed25519PublicKey, ManualClock};
+use gateway_http::state::AssembleOptions;
 use gateway_http::{AppState, CorsMode, HttpConfig};
 use gateway_store::{Store, StoreSpec};
 use http_body_util::BodyExt;
@@ -23,6 +23,7 @@ pub struct TestApp {
     pub router: Router,
     pub state: AppState,
     pub clock: ManualClock,
+    pub limiter_clock: gateway_limits::ManualClock,
 }
 
 pub struct Response {
@@ -40,11 +41,7 @@ impl Response {
     pub fn assert_error(&self, status: u16, code: &str) {
         assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
         assert_eq!(self.code(), code, "body: {}", self.body);
-        assert!(
-            self.body["error"].as_str().is_some_and(|m| !m.is_empty()),
-            "message: {}",
-            self.body
-        );
+        assert!(self.body["error"].as_str().is_some_and(|m| !m.is_empty()), "message: {}", self.body);
         assert!(self.body["details"].is_object(), "details: {}", self.body);
     }
 }
@@ -61,51 +58,35 @@ impl TestApp {
     }
 
     pub async fn with(open_enrollment: bool, cors: CorsMode) -> Self {
+        Self::build(open_enrollment, cors, 0.9, vec![]).await
+    }
+
+    /// A gateway with a given default trust score and trust anchors.
+    pub async fn build(open_enrollment: bool, cors: CorsMode, trust_default: f64, anchors: Vec<Did>) -> Self {
         let clock = ManualClock::at_secs(START);
-        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let limiter_clock = gateway_limits::ManualClock::new();
         let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
-        let resolver = Arc::new(KeyDidResolver);
-        let tokens = Arc::new(
-            TokenService::new(TokenConfig::with_secret(SECRET), shared_clock.clone()).unwrap(),
-        );
-        let auth = Authenticator::new(
-            resolver.clone(),
-            Arc::new(MemoryChallengeStore::default()),
-            tokens,
-            ScopePolicy::new(store.clone(), open_enrollment),
-            shared_clock.clone(),
-            300,
-        );
-        let state = AppState {
-            auth,
-            resolver,
-            clock: shared_clock,
-            store_health: store,
-            config: Arc::new(HttpConfig {
-                cors,
-                tls: false,
-                version: "test",
-            }),
-            started_at: Instant::now(),
+        let options = AssembleOptions {
+            token: TokenConfig::with_secret(SECRET),
+            challenge_ttl_secs: 300,
+            open_enrollment,
+            trust_anchors: anchors,
+            trust_default,
+            trusted_proxies: vec![],
+            http: HttpConfig { cors, tls: false, version: "test" },
+            clock: Arc::new(clock.clone()),
+            limiter_clock: Arc::new(limiter_clock.clone()),
+            membership_ttl: Duration::ZERO,
         };
-        Self {
-            router: gateway_http::router(state.clone()),
-            state,
-            clock,
-        }
+        let state = gateway_http::state::assemble(store, options).await.unwrap();
+        Self { router: gateway_http::router(state.clone()), state, clock, limiter_clock }
     }
 
     pub async fn send(&self, request: Request<Body>) -> Response {
         send(&self.router, request).await
     }
 
-    pub async fn call(
-        &self,
-        method: Method,
-        uri: &str,
-        body: Option<Value>,
-        token: Option<&str>,
-    ) -> Response {
+    pub async fn call(&self, method: Method, uri: &str, body: Option<Value>, token: Option<&str>) -> Response {
         self.send(build(method, uri, body, token)).await
     }
 
@@ -114,21 +95,13 @@ impl TestApp {
     }
 
     pub async fn challenge(&self, did: &Did) -> Value {
-        let response = self
-            .post("/v1/auth/challenge", json!({ "did": did.to_string() }))
-            .await;
+        let response = self.post("/v1/auth/challenge", json!({ "did": did.to_string() })).await;
         assert_eq!(response.status, StatusCode::OK, "{}", response.body);
         response.body
     }
 
     /// Full login; returns the token response body.
-    pub async fn login(
-        &self,
-        signing: &SigningKey,
-        did: &Did,
-        coop: &str,
-        scopes: &[&str],
-    ) -> Value {
+    pub async fn login(&self, signing: &SigningKey, did: &Did, coop: &str, scopes: &[&str]) -> Value {
         let challenge = self.challenge(did).await;
         let nonce = challenge["nonce"].as_str().unwrap();
         let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
@@ -144,11 +117,70 @@ impl TestApp {
 
     pub async fn token(&self, seed: u8, coop: &str, scopes: &[&str]) -> String {
         let (signing, did) = key(seed);
-        self.login(&signing, &did, coop, scopes).await["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        self.login(&signing, &did, coop, scopes).await["token"].as_str().unwrap().to_owned()
     }
+}
+
+impl TestApp {
+    pub async fn get(&self, uri: &str, token: &str) -> Response {
+        self.call(Method::GET, uri, None, Some(token)).await
+    }
+
+    pub async fn post_as(&self, uri: &str, body: Value, token: &str) -> Response {
+        self.call(Method::POST, uri, Some(body), Some(token)).await
+    }
+
+    /// Creates `coop` with `admin_seed` as its admin and the other seeds as members; returns
+    /// (admin token, member tokens) with every scope a role allows.
+    pub async fn coop_with_members(&self, coop: &str, admin_seed: u8, member_seeds: &[u8]) -> (String, Vec<String>) {
+        let all = ALL_SCOPES;
+        let admin = self.token(admin_seed, coop, &all).await;
+        let created = self
+            .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &admin)
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let mut members = Vec::new();
+        for seed in member_seeds {
+            let (_, did) = key(*seed);
+            let added =
+                self.post_as(&format!("/v1/coops/{coop}/members"), json!({ "did": did.to_string() }), &admin).await;
+            assert_eq!(added.status, StatusCode::CREATED, "{}", added.body);
+            members.push(self.token(*seed, coop, &MEMBER_SCOPES).await);
+        }
+        (admin, members)
+    }
+}
+
+pub const ALL_SCOPES: [&str; 12] = [
+    "ledger:read",
+    "ledger:write",
+    "coop:read",
+    "coop:write",
+    "gov:read",
+    "gov:write",
+    "trust:read",
+    "trust:write",
+    "compute:submit",
+    "compute:execute",
+    "oracle:read",
+    "oracle:write",
+];
+
+pub const MEMBER_SCOPES: [&str; 10] = [
+    "ledger:read",
+    "ledger:write",
+    "coop:read",
+    "gov:read",
+    "gov:write",
+    "trust:read",
+    "trust:write",
+    "compute:submit",
+    "compute:execute",
+    "oracle:read",
+];
+
+pub fn did_of(seed: u8) -> String {
+    key(seed).1.to_string()
 }
 
 pub fn build(method: Method, uri: &str, body: Option<Value>, token: Option<&str>) -> Request<Body> {
@@ -170,14 +202,6 @@ pub async fn send(router: &Router, request: Request<Body>) -> Response {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-    };
-    Response {
-        status,
-        headers,
-        body,
-    }
+    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+    Response { status, headers, body }
 }

@@ -1,0 +1,71 @@
+//! Background work of a running gateway: limiter eviction, ledger gauges, and (when replicas
+//! share PostgreSQL) refreshing the trust graph written by other replicas.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use gateway_core::Amount;
+use gateway_http::AppState;
+
+/// Distinct currency labels exported for the balance gauge; the spec caps the label's
+/// cardinality at 100 (further currencies are skipped, which is not an error).
+const MAX_CURRENCY_LABELS: usize = 100;
+
+/// Starts the periodic tasks; they end with the runtime.
+pub(crate) fn spawn_background(state: &AppState, shared_store: bool) {
+    let limits = state.limits.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tick.tick().await;
+            let evicted = limits.evict_idle();
+            tracing::debug!(evicted, "evicted idle rate-limit keys");
+        }
+    });
+
+    let ledger = state.ledger.clone();
+    tokio::spawn(async move {
+        let mut exported = BTreeSet::new();
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            tick.tick().await;
+            match ledger.balance_sums().await {
+                Ok(sums) => export_balance_sums(&sums, &mut exported),
+                Err(err) => tracing::warn!("could not read ledger sums: {err}"),
+            }
+        }
+    });
+
+    if shared_store {
+        let trust = state.trust.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                if let Err(err) = trust.refresh().await {
+                    tracing::warn!("could not refresh the trust graph: {err}");
+                }
+            }
+        });
+    }
+}
+
+fn export_balance_sums(
+    sums: &[(gateway_core::CoopId, gateway_core::Currency, Amount)],
+    exported: &mut BTreeSet<String>,
+) {
+    let mut per_currency: BTreeMap<String, i128> = BTreeMap::new();
+    for (_, currency, sum) in sums {
+        *per_currency.entry(currency.to_string()).or_default() += i128::from(sum.micros());
+    }
+    for (currency, micros) in per_currency {
+        if !exported.contains(&currency) {
+            if exported.len() >= MAX_CURRENCY_LABELS {
+                continue;
+            }
+            exported.insert(currency.clone());
+        }
+        metrics::gauge!("icn_ledger_balances_total", "currency" => currency).set(micros as f64 / 1_000_000.0);
+    }
+}

@@ -1,0 +1,716 @@
+//! The mutual-credit ledger: payments, batches, cross-currency conversions and oracle rates.
+//!
+//! Accounts are (coop, account, currency), where an account is a member's DID or a system
+//! account (`coop:<id>:treasury`, `coop:<id>:exchange`). Every transfer debits one account and
+//! credits another by the same amount in one transaction, so balances sum to exactly zero per
+//! coop and currency at every commit. Every check happens before the first write, so a refused
+//! payment writes nothing. Rate limiting and token checks are the caller's; trust gates and
+//! credit limits are here.
+
+use std::sync::Arc;
+
+use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest};
+use serde_json::{Value, json};
+
+use crate::coops::require_coop;
+use crate::events::{CoopEventType, emit, new_id};
+use crate::notifications::notify;
+use crate::ports::{
+    ConversionLeg, CoopRecord, HistoryQuery, IdempotencyRecord, LedgerReads, QuoteRecord, RateRecord, TransactionKind,
+    TransactionRecord, Transactor, Tx, transaction,
+};
+use crate::trust::TrustGraph;
+
+/// Trust needed for a payment of at least the coop's high-value threshold.
+pub const HIGH_VALUE_MIN_TRUST: f64 = 0.5;
+/// How long an idempotent response is replayed, seconds.
+pub const IDEMPOTENCY_WINDOW_SECS: u64 = 24 * 3600;
+/// How long a conversion quote is honoured, seconds.
+pub const QUOTE_VALIDITY_SECS: u64 = 60;
+/// Most payments in one batch.
+pub const MAX_BATCH: usize = 1000;
+
+/// The coop's treasury account.
+pub fn treasury_account(coop: &CoopId) -> String {
+    format!("coop:{coop}:treasury")
+}
+
+/// The coop's exchange account.
+pub fn exchange_account(coop: &CoopId) -> String {
+    format!("coop:{coop}:exchange")
+}
+
+fn is_system_account(coop: &CoopId, account: &str) -> bool {
+    account == treasury_account(coop) || account == exchange_account(coop)
+}
+
+/// A payment as requested.
+#[derive(Debug, Clone)]
+pub struct PaymentRequest {
+    /// Paying account: must be the caller's DID (checked by the caller).
+    pub from: String,
+    /// Receiving member's DID.
+    pub to: String,
+    /// Positive amount.
+    pub amount: Amount,
+    /// Currency; the coop's default when absent.
+    pub currency: Option<Currency>,
+    /// Free text.
+    pub memo: Option<String>,
+}
+
+/// A conversion as requested.
+#[derive(Debug, Clone)]
+pub struct ConversionRequest {
+    /// Paying member (the caller).
+    pub from: String,
+    /// Receiving member.
+    pub to: String,
+    /// Debited from the payer, in `from_currency`.
+    pub amount: Amount,
+    /// Source currency.
+    pub from_currency: Currency,
+    /// Target currency.
+    pub to_currency: Currency,
+    /// Upper bound on the net target amount (the specification's slippage bound).
+    pub max_target_amount: Option<Amount>,
+    /// Lower bound on the net target amount.
+    pub min_target_amount: Option<Amount>,
+    /// A live quote whose rate and fee to use.
+    pub quote_id: Option<String>,
+}
+
+/// The outcome of one batch item.
+#[derive(Debug, Clone)]
+pub struct BatchItemResult {
+    /// The transaction, on success.
+    pub record: Option<TransactionRecord>,
+    /// The failure, otherwise.
+    pub error: Option<Error>,
+}
+
+/// An `Idempotency-Key` and the hash of the request it came with.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    /// Key scoped to coop and caller.
+    pub key: String,
+    /// SHA-256 hex of method, path and body.
+    pub request_hash: String,
+}
+
+/// Turns an operation's result into the stored response (status, body); supplied by the
+/// transport so the domain never writes response bodies itself.
+pub type Render<T> = Box<dyn FnOnce(&Result<T, Error>) -> (u16, String) + Send>;
+
+/// A response of an idempotent operation: the same for the first call and every replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Body.
+    pub body: String,
+}
+
+/// Balances of one account.
+#[derive(Debug, Clone)]
+pub struct AccountBalances {
+    /// The account.
+    pub account: String,
+    /// The currency asked for (or the coop's default).
+    pub currency: Currency,
+    /// Balance in that currency.
+    pub balance: Amount,
+    /// Every currency's balance.
+    pub balances: Vec<(Currency, Amount)>,
+}
+
+/// The ledger service.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    transactor: Arc<dyn Transactor>,
+    reads: Arc<dyn LedgerReads>,
+    trust: Arc<TrustGraph>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Ledger {
+    /// The service over its ports.
+    pub fn new(
+        transactor: Arc<dyn Transactor>,
+        reads: Arc<dyn LedgerReads>,
+        trust: Arc<TrustGraph>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { transactor, reads, trust, clock }
+    }
+
+    /// Records a payment.
+    pub async fn pay(&self, coop: &CoopId, request: PaymentRequest) -> Result<TransactionRecord, Error> {
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let record = require_coop(tx, &coop).await?;
+                pay_in(tx, &record, &request, &trust, now).await
+            })
+        })
+        .await
+    }
+
+    /// Records a payment under an `Idempotency-Key`: the first result (success or refusal) is
+    /// stored with the payment and replayed for 24 h; the same key with another body is a
+    /// conflict.
+    pub async fn pay_idempotent(
+        &self,
+        coop: &CoopId,
+        request: PaymentRequest,
+        idempotency: Idempotency,
+        render: Render<TransactionRecord>,
+    ) -> Result<StoredResponse, Error> {
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                if let Some(stored) = replay(tx, &idempotency, now).await? {
+                    return Ok(stored);
+                }
+                let record = require_coop(tx, &coop).await?;
+                let result = pay_in(tx, &record, &request, &trust, now).await;
+                remember(tx, &idempotency, result, render, now).await
+            })
+        })
+        .await
+    }
+
+    /// Records a batch of payments by one payer. Non-atomic: each item succeeds or fails on its
+    /// own. Atomic: the first failure refuses the whole batch (409 naming the item).
+    pub async fn batch(
+        &self,
+        coop: &CoopId,
+        items: Vec<PaymentRequest>,
+        atomic: bool,
+    ) -> Result<Vec<BatchItemResult>, Error> {
+        self.batch_with(coop, items, atomic, None).await.map(|(results, _)| results)
+    }
+
+    /// [`Ledger::batch`] under an `Idempotency-Key`.
+    pub async fn batch_idempotent(
+        &self,
+        coop: &CoopId,
+        items: Vec<PaymentRequest>,
+        atomic: bool,
+        idempotency: Idempotency,
+        render: Render<Vec<BatchItemResult>>,
+    ) -> Result<StoredResponse, Error> {
+        self.batch_with(coop, items, atomic, Some((idempotency, render)))
+            .await
+            .map(|(_, stored)| stored.expect("rendered when idempotent"))
+    }
+
+    async fn batch_with(
+        &self,
+        coop: &CoopId,
+        items: Vec<PaymentRequest>,
+        atomic: bool,
+        idempotent: Option<(Idempotency, Render<Vec<BatchItemResult>>)>,
+    ) -> Result<(Vec<BatchItemResult>, Option<StoredResponse>), Error> {
+        if items.is_empty() || items.len() > MAX_BATCH {
+            return Err(Error::bad_request_field("payments", format!("a batch holds 1 to {MAX_BATCH} payments")));
+        }
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                if let Some((idempotency, _)) = &idempotent {
+                    if let Some(stored) = replay(tx, idempotency, now).await? {
+                        return Ok((Vec::new(), Some(stored)));
+                    }
+                }
+                let run = async {
+                    let record = require_coop(tx, &coop).await?;
+                    let mut results = Vec::with_capacity(items.len());
+                    for (index, item) in items.iter().enumerate() {
+                        match pay_in(tx, &record, item, &trust, now).await {
+                            Ok(r) => results.push(BatchItemResult { record: Some(r), error: None }),
+                            Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) => return Err(err),
+                            Err(err) if atomic => {
+                                return Err(Error::conflict(format!("atomic batch refused: payments[{index}]: {err}")));
+                            }
+                            Err(err) => results.push(BatchItemResult { record: None, error: Some(err) }),
+                        }
+                    }
+                    Ok(results)
+                };
+                let result = run.await;
+                match idempotent {
+                    None => result.map(|r| (r, None)),
+                    Some((idempotency, render)) => {
+                        // An atomic refusal wrote nothing: every item's checks precede its
+                        // writes, and the first failure stops the batch before writing it.
+                        let stored = remember(tx, &idempotency, result, render, now).await?;
+                        Ok((Vec::new(), Some(stored)))
+                    }
+                }
+            })
+        })
+        .await
+    }
+
+    /// Quotes a conversion of `amount` at the coop's oracle rate and fee; valid 60 s.
+    pub async fn quote(
+        &self,
+        coop: &CoopId,
+        amount: Amount,
+        from: Currency,
+        to: Currency,
+    ) -> Result<QuoteRecord, Error> {
+        let (coop, now) = (coop.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let record = require_coop(tx, &coop).await?;
+                let rate = effective_rate(tx, &coop, &from, &to).await?;
+                let quote = price(&coop, amount, from, to, rate, record.settings.conversion_fee_ppm, now)?;
+                tx.put_quote(&quote).await?;
+                Ok(quote)
+            })
+        })
+        .await
+    }
+
+    /// Executes a conversion: the payer is debited in the source currency, the payee credited
+    /// the net target amount, both through the coop's exchange account.
+    pub async fn convert(&self, coop: &CoopId, request: ConversionRequest) -> Result<TransactionRecord, Error> {
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let record = require_coop(tx, &coop).await?;
+                convert_in(tx, &record, &request, &trust, now).await
+            })
+        })
+        .await
+    }
+
+    /// [`Ledger::convert`] under an `Idempotency-Key`.
+    pub async fn convert_idempotent(
+        &self,
+        coop: &CoopId,
+        request: ConversionRequest,
+        idempotency: Idempotency,
+        render: Render<TransactionRecord>,
+    ) -> Result<StoredResponse, Error> {
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                if let Some(stored) = replay(tx, &idempotency, now).await? {
+                    return Ok(stored);
+                }
+                let record = require_coop(tx, &coop).await?;
+                let result = convert_in(tx, &record, &request, &trust, now).await;
+                remember(tx, &idempotency, result, render, now).await
+            })
+        })
+        .await
+    }
+
+    /// Sets a manual exchange rate for the coop.
+    pub async fn set_rate(
+        &self,
+        coop: &CoopId,
+        setter: &Did,
+        from: Currency,
+        to: Currency,
+        rate: Amount,
+    ) -> Result<RateRecord, Error> {
+        if from == to {
+            return Err(Error::bad_request_field("to_currency", "from_currency and to_currency must differ"));
+        }
+        if rate.micros() <= 0 {
+            return Err(Error::bad_request_field("rate", "rate must be positive"));
+        }
+        let record = RateRecord {
+            from_currency: from,
+            to_currency: to,
+            rate,
+            set_by: setter.clone(),
+            set_at: self.clock.now_unix_secs(),
+        };
+        let coop = coop.clone();
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                require_coop(tx, &coop).await?;
+                tx.put_rate(&coop, &record).await?;
+                Ok(record)
+            })
+        })
+        .await
+    }
+
+    /// The rate from one currency to another: set directly, or the inverse of the opposite rate.
+    pub async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<RateRecord, Error> {
+        if let Some(rate) = self.reads.rate(coop, from, to).await? {
+            return Ok(rate);
+        }
+        let opposite = self.reads.rate(coop, to, from).await?;
+        let opposite = opposite.ok_or_else(|| Error::not_found("rate", format!("{from}/{to}")))?;
+        Ok(RateRecord {
+            from_currency: from.clone(),
+            to_currency: to.clone(),
+            rate: inverse(opposite.rate)?,
+            ..opposite
+        })
+    }
+
+    /// An account's balances.
+    pub async fn balance(
+        &self,
+        coop: &CoopRecord,
+        account: &str,
+        currency: Option<Currency>,
+    ) -> Result<AccountBalances, Error> {
+        let balances = self.reads.balances(&coop.id, account).await?;
+        let currency = currency.unwrap_or_else(|| coop.settings.default_currency.clone());
+        let balance = balances.iter().find(|(c, _)| *c == currency).map(|(_, b)| *b).unwrap_or(Amount::ZERO);
+        Ok(AccountBalances { account: account.to_owned(), currency, balance, balances })
+    }
+
+    /// A page of the coop's history, newest first.
+    pub async fn history(&self, query: HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error> {
+        self.reads.history(&query).await
+    }
+
+    /// Sums of balances per coop and currency (zero when the ledger is sound).
+    pub async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
+        self.reads.balance_sums().await
+    }
+
+    /// Number of transactions and currencies of a coop.
+    pub async fn stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
+        self.reads.coop_ledger_stats(coop).await
+    }
+
+    /// The page request type re-exported for callers building history queries.
+    pub fn page(limit: Option<u64>, offset: Option<u64>) -> Result<PageRequest, Error> {
+        PageRequest::new(limit, offset).map_err(|m| Error::bad_request_field("limit", m))
+    }
+}
+
+async fn replay(tx: &mut dyn Tx, idempotency: &Idempotency, now: u64) -> Result<Option<StoredResponse>, Error> {
+    let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
+    match tx.idempotency_get(&idempotency.key, not_before).await? {
+        None => Ok(None),
+        Some(stored) if stored.request_hash == idempotency.request_hash => {
+            Ok(Some(StoredResponse { status: stored.status, body: stored.body }))
+        }
+        Some(_) => Err(Error::conflict("the Idempotency-Key was already used with another request")),
+    }
+}
+
+async fn remember<T>(
+    tx: &mut dyn Tx,
+    idempotency: &Idempotency,
+    result: Result<T, Error>,
+    render: Render<T>,
+    now: u64,
+) -> Result<StoredResponse, Error> {
+    if let Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) = result {
+        // Faults are not answers: they are not stored, and the transaction rolls back.
+        return Err(err);
+    }
+    let (status, body) = render(&result);
+    let record = IdempotencyRecord {
+        key: idempotency.key.clone(),
+        request_hash: idempotency.request_hash.clone(),
+        status,
+        body: body.clone(),
+        created_at: now,
+    };
+    tx.idempotency_put(&record).await?;
+    Ok(StoredResponse { status, body })
+}
+
+/// The payer's floor: the member's override, else the coop's limit.
+async fn credit_floor(tx: &mut dyn Tx, coop: &CoopRecord, payer: &str) -> Result<Amount, Error> {
+    let did = Did::parse(payer).map_err(|e| Error::bad_request_field("from", format!("invalid DID: {e}")))?;
+    let member = tx
+        .member(&coop.id, &did)
+        .await?
+        .ok_or_else(|| Error::forbidden(format!("{did} is not a member of cooperative '{}'", coop.id)))?;
+    Ok(member.credit_limit.unwrap_or(coop.settings.credit_limit))
+}
+
+async fn require_payee(tx: &mut dyn Tx, coop: &CoopRecord, payee: &str) -> Result<Did, Error> {
+    let did = Did::parse(payee).map_err(|e| Error::bad_request_field("to", format!("invalid DID: {e}")))?;
+    if tx.member(&coop.id, &did).await?.is_none() {
+        return Err(Error::bad_request_field("to", format!("{did} is not a member of cooperative '{}'", coop.id)));
+    }
+    Ok(did)
+}
+
+fn check_trust(trust: &TrustGraph, coop: &CoopRecord, payer: &str, amount: Amount) -> Result<(), Error> {
+    if amount < coop.settings.high_value_threshold {
+        return Ok(());
+    }
+    let score = Did::parse(payer).map(|d| trust.score(&d)).unwrap_or(0.0);
+    if score < HIGH_VALUE_MIN_TRUST {
+        return Err(Error::InsufficientTrust { required: HIGH_VALUE_MIN_TRUST, actual: score });
+    }
+    Ok(())
+}
+
+/// Moves `amount` from one account to another, refusing to take `from` below `floor`.
+/// Nothing is written unless every check passes.
+pub async fn transfer(
+    tx: &mut dyn Tx,
+    coop: &CoopId,
+    from: &str,
+    to: &str,
+    amount: Amount,
+    currency: &Currency,
+    floor: Option<Amount>,
+) -> Result<(), Error> {
+    let balances =
+        tx.lock_balances(coop, &[(from.to_owned(), currency.clone()), (to.to_owned(), currency.clone())]).await?;
+    let (from_balance, to_balance) = (balances[0], balances[1]);
+    let after = from_balance.checked_sub(amount).ok_or_else(|| Error::conflict("balance out of range"))?;
+    if let Some(floor) = floor {
+        if after < floor {
+            return Err(Error::InsufficientCredit {
+                balance: from_balance,
+                credit_limit: floor,
+                currency: currency.to_string(),
+            });
+        }
+    }
+    to_balance
+        .checked_add(amount)
+        .ok_or_else(|| Error::conflict("the payee's balance would leave the representable range"))?;
+    let negative = amount.checked_neg().ok_or_else(|| Error::conflict("amount out of range"))?;
+    tx.add_to_balance(coop, from, currency, negative).await?;
+    tx.add_to_balance(coop, to, currency, amount).await
+}
+
+/// Records a transaction with its `PaymentCreated` event and the payee's notification.
+pub async fn record_transaction(
+    tx: &mut dyn Tx,
+    record: &TransactionRecord,
+    notify_payee: Option<&Did>,
+) -> Result<(), Error> {
+    tx.insert_transaction(record).await?;
+    emit(tx, &record.coop_id, CoopEventType::PaymentCreated, record.timestamp, transaction_json(record)).await?;
+    if let Some(payee) = notify_payee {
+        let (amount, currency) = match &record.conversion {
+            Some(leg) => (leg.net_target_amount, leg.to_currency.clone()),
+            None => (record.amount, record.currency.clone()),
+        };
+        notify(
+            tx,
+            payee,
+            &record.coop_id,
+            "payment_received",
+            "Payment received".to_owned(),
+            format!("{} paid you {amount} {currency}.", record.from),
+            json!({ "transaction_id": record.id, "from": record.from, "amount": amount, "currency": currency.as_str() }),
+            record.timestamp,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn pay_in(
+    tx: &mut dyn Tx,
+    coop: &CoopRecord,
+    request: &PaymentRequest,
+    trust: &TrustGraph,
+    now: u64,
+) -> Result<TransactionRecord, Error> {
+    if request.from == request.to {
+        return Err(Error::bad_request_field("to", "a payment needs two different accounts"));
+    }
+    if request.memo.as_ref().is_some_and(|m| m.chars().count() > 1000) {
+        return Err(Error::bad_request_field("memo", "memo is at most 1000 characters"));
+    }
+    check_trust(trust, coop, &request.from, request.amount)?;
+    let currency = request.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
+    let floor = credit_floor(tx, coop, &request.from).await?;
+    let payee = require_payee(tx, coop, &request.to).await?;
+    transfer(tx, &coop.id, &request.from, &request.to, request.amount, &currency, Some(floor)).await?;
+    let record = TransactionRecord {
+        id: new_id(),
+        coop_id: coop.id.clone(),
+        kind: TransactionKind::Payment,
+        from: request.from.clone(),
+        to: request.to.clone(),
+        amount: request.amount,
+        currency,
+        memo: request.memo.clone(),
+        timestamp: now,
+        conversion: None,
+    };
+    record_transaction(tx, &record, Some(&payee)).await?;
+    Ok(record)
+}
+
+async fn effective_rate(tx: &mut dyn Tx, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Amount, Error> {
+    if from == to {
+        return Err(Error::bad_request_field("to_currency", "from_currency and to_currency must differ"));
+    }
+    if let Some(rate) = tx.rate(coop, from, to).await? {
+        return Ok(rate.rate);
+    }
+    match tx.rate(coop, to, from).await? {
+        Some(opposite) => inverse(opposite.rate),
+        None => Err(Error::not_found("rate", format!("{from}/{to}"))),
+    }
+}
+
+fn inverse(rate: Amount) -> Result<Amount, Error> {
+    let micros = 1_000_000_000_000i128 / i128::from(rate.micros().max(1));
+    if micros == 0 {
+        return Err(Error::conflict("the inverse rate is below the ledger's precision"));
+    }
+    Ok(Amount::from_micros(i64::try_from(micros).map_err(|_| Error::conflict("rate out of range"))?))
+}
+
+/// Prices a conversion: gross = amount × rate, fee = gross × fee_ppm / 10⁶, net = gross − fee,
+/// each rounded down to the micro-unit.
+pub fn price(
+    coop: &CoopId,
+    amount: Amount,
+    from: Currency,
+    to: Currency,
+    rate: Amount,
+    fee_ppm: u32,
+    now: u64,
+) -> Result<QuoteRecord, Error> {
+    let gross = i128::from(amount.micros()) * i128::from(rate.micros()) / 1_000_000;
+    let fee = gross * i128::from(fee_ppm) / 1_000_000;
+    let net = gross - fee;
+    let to_amount = |v: i128| {
+        i64::try_from(v)
+            .map(Amount::from_micros)
+            .map_err(|_| Error::bad_request_field("amount", "converted amount out of range"))
+    };
+    let (gross, fee, net) = (to_amount(gross)?, to_amount(fee)?, to_amount(net)?);
+    if net.micros() <= 0 {
+        return Err(Error::bad_request_field("amount", "amount too small: the converted amount rounds to zero"));
+    }
+    Ok(QuoteRecord {
+        id: new_id(),
+        coop_id: coop.clone(),
+        amount,
+        from_currency: from,
+        to_currency: to,
+        rate,
+        fee_ppm,
+        gross_target_amount: gross,
+        fee_amount: fee,
+        net_target_amount: net,
+        valid_until: now + QUOTE_VALIDITY_SECS,
+    })
+}
+
+async fn convert_in(
+    tx: &mut dyn Tx,
+    coop: &CoopRecord,
+    request: &ConversionRequest,
+    trust: &TrustGraph,
+    now: u64,
+) -> Result<TransactionRecord, Error> {
+    if request.from == request.to {
+        return Err(Error::bad_request_field("to", "a payment needs two different accounts"));
+    }
+    check_trust(trust, coop, &request.from, request.amount)?;
+    let live_quote = match &request.quote_id {
+        Some(id) => {
+            let quote = tx.quote(&coop.id, id).await?.ok_or_else(|| Error::not_found("quote", id.as_str()))?;
+            if quote.valid_until < now {
+                return Err(Error::conflict(format!("quote '{id}' expired at {}", quote.valid_until)));
+            }
+            if quote.from_currency != request.from_currency || quote.to_currency != request.to_currency {
+                return Err(Error::bad_request_field("quote_id", "the quote is for another currency pair"));
+            }
+            Some(quote)
+        }
+        None => None,
+    };
+    let (rate, fee_ppm) = match &live_quote {
+        Some(q) => (q.rate, q.fee_ppm),
+        None => (
+            effective_rate(tx, &coop.id, &request.from_currency, &request.to_currency).await?,
+            coop.settings.conversion_fee_ppm,
+        ),
+    };
+    let priced = price(
+        &coop.id,
+        request.amount,
+        request.from_currency.clone(),
+        request.to_currency.clone(),
+        rate,
+        fee_ppm,
+        now,
+    )?;
+    let net = priced.net_target_amount;
+    if let Some(bound) = request.max_target_amount {
+        if net > bound {
+            return Err(Error::SlippageExceeded { net_target_amount: net, bound });
+        }
+    }
+    if let Some(bound) = request.min_target_amount {
+        if net < bound {
+            return Err(Error::SlippageExceeded { net_target_amount: net, bound });
+        }
+    }
+    let floor = credit_floor(tx, coop, &request.from).await?;
+    let payee = require_payee(tx, coop, &request.to).await?;
+    let exchange = exchange_account(&coop.id);
+    // Both legs' checks before either leg's writes: the payee leg cannot fail on a floor (the
+    // exchange account has none), so checking the payer leg first keeps "no partial writes".
+    transfer(tx, &coop.id, &request.from, &exchange, request.amount, &request.from_currency, Some(floor)).await?;
+    transfer(tx, &coop.id, &exchange, &request.to, net, &request.to_currency, None).await?;
+    let record = TransactionRecord {
+        id: new_id(),
+        coop_id: coop.id.clone(),
+        kind: TransactionKind::Conversion,
+        from: request.from.clone(),
+        to: request.to.clone(),
+        amount: request.amount,
+        currency: request.from_currency.clone(),
+        memo: None,
+        timestamp: now,
+        conversion: Some(ConversionLeg {
+            to_currency: request.to_currency.clone(),
+            rate,
+            gross_target_amount: priced.gross_target_amount,
+            fee_amount: priced.fee_amount,
+            net_target_amount: net,
+        }),
+    };
+    record_transaction(tx, &record, Some(&payee)).await?;
+    Ok(record)
+}
+
+/// A transaction as event data (and API output share one shape).
+pub fn transaction_json(record: &TransactionRecord) -> Value {
+    let mut value = json!({
+        "id": record.id,
+        "kind": record.kind.as_str(),
+        "from": record.from,
+        "to": record.to,
+        "amount": record.amount,
+        "currency": record.currency.as_str(),
+        "memo": record.memo,
+        "timestamp": record.timestamp,
+    });
+    if let Some(leg) = &record.conversion {
+        let map = value.as_object_mut().expect("object");
+        map.insert("to_currency".into(), json!(leg.to_currency.as_str()));
+        map.insert("rate".into(), json!(leg.rate));
+        map.insert("gross_target_amount".into(), json!(leg.gross_target_amount));
+        map.insert("fee_amount".into(), json!(leg.fee_amount));
+        map.insert("net_target_amount".into(), json!(leg.net_target_amount));
+    }
+    value
+}
+
+/// Whether an account id names one of the coop's system accounts.
+pub fn is_system(coop: &CoopId, account: &str) -> bool {
+    is_system_account(coop, account)
+}

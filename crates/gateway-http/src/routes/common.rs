@@ -1,0 +1,103 @@
+//! Small helpers shared by the route modules: parsing path and body fields into core types with
+//! field-named errors, list envelopes, and `Idempotency-Key` handling.
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gateway_core::{Amount, CoopId, Currency, Did, Error, PageInfo, PageRequest};
+use gateway_domain::ledger::{Idempotency, StoredResponse};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::caller::Caller;
+use crate::error::ApiError;
+
+/// A coop id from the path.
+pub fn coop_id(text: &str) -> Result<CoopId, ApiError> {
+    CoopId::parse(text).map_err(|why| Error::bad_request_field("coop_id", format!("invalid coop_id: {why}")).into())
+}
+
+/// A DID from a field.
+pub fn did(field: &str, text: &str) -> Result<Did, ApiError> {
+    Did::parse(text).map_err(|why| Error::bad_request_field(field, format!("invalid DID: {why}")).into())
+}
+
+/// A currency from a field.
+pub fn currency(field: &str, text: &str) -> Result<Currency, ApiError> {
+    Currency::parse(text).map_err(|why| Error::bad_request_field(field, why).into())
+}
+
+/// A payment amount: `0 < x <= 1e12`, at most six decimals (already checked by parsing).
+pub fn payment_amount(field: &str, amount: Amount) -> Result<Amount, ApiError> {
+    amount.check_payment().map_err(|why| Error::bad_request_field(field, format!("{field} {why}")).into())
+}
+
+/// `limit` and `offset` of list routes.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+pub struct PageQuery {
+    /// Page size, default 50, at most 100 (larger values are clamped).
+    pub limit: Option<u64>,
+    /// Items to skip, default 0.
+    pub offset: Option<u64>,
+}
+
+impl PageQuery {
+    /// The validated page.
+    pub fn page(&self) -> Result<PageRequest, ApiError> {
+        PageRequest::new(self.limit, self.offset).map_err(|m| Error::bad_request_field("limit", m).into())
+    }
+}
+
+/// `{"<name>": [...], "pagination": {...}}`.
+pub fn list(name: &str, items: Vec<Value>, page: PageInfo) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert(name.to_owned(), Value::Array(items));
+    map.insert("pagination".to_owned(), serde_json::to_value(page).expect("plain struct"));
+    map
+}
+
+/// The `Idempotency-Key` of a request, scoped to the caller and coop, with the request's hash.
+pub fn idempotency(
+    headers: &HeaderMap,
+    caller: &Caller,
+    coop: &CoopId,
+    path: &str,
+    body: &[u8],
+) -> Result<Option<Idempotency>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            Error::bad_request_field("Idempotency-Key", "Idempotency-Key must be 1 to 255 visible ASCII characters")
+        })?;
+    let mut hash = Sha256::new();
+    hash.update(b"POST ");
+    hash.update(path.as_bytes());
+    hash.update(b"\n");
+    hash.update(body);
+    Ok(Some(Idempotency {
+        key: format!("{coop}\u{1f}{}\u{1f}{key}", caller.did),
+        request_hash: hex::encode(hash.finalize()),
+    }))
+}
+
+/// Renders a result as the stored response of an idempotent request.
+pub fn render<T>(ok_status: u16, to_json: impl FnOnce(&T) -> Value, result: &Result<T, Error>) -> (u16, String) {
+    match result {
+        Ok(value) => (ok_status, to_json(value).to_string()),
+        Err(err) => {
+            let (status, body) = ApiError::from(err.clone()).status_and_body();
+            (status, body.to_string())
+        }
+    }
+}
+
+/// A stored response as an HTTP response.
+pub fn stored(response: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], response.body).into_response()
+}

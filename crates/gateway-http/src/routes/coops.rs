@@ -1,0 +1,384 @@
+//! Cooperative and member routes of both families, and the public statistics.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use gateway_core::{Amount, CoopId, Error, Role};
+use gateway_domain::coops::{NewCoop, SettingsPatch, settings_json};
+use gateway_domain::ports::{CoopRecord, MemberRecord};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::caller::Authorized;
+use crate::caller::scopes::{CoopRead, CoopWrite};
+use crate::error::ApiResult;
+use crate::extract::{Json, Path, Query};
+use crate::routes::common::{self, PageQuery, list};
+use crate::state::AppState;
+
+/// Creating a coop.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateCoopBody {
+    /// Its id; the token's coop when absent (and it must be the token's coop).
+    pub id: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// Kind, e.g. `worker`.
+    pub coop_type: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Adding a member.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AddMemberBody {
+    /// The member's DID.
+    pub did: String,
+    /// `admin` or `member` (default).
+    pub role: Option<String>,
+}
+
+/// Changing a role.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RoleBody {
+    /// `admin` or `member`.
+    pub role: String,
+}
+
+/// Setting a member's credit-limit override.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreditLimitBody {
+    /// Zero or negative; `null` returns the member to the coop's limit.
+    #[schema(value_type = Option<f64>)]
+    pub credit_limit: Option<Amount>,
+}
+
+/// Changing settings; absent fields keep their value.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SettingsBody {
+    /// Currency of payments that name none.
+    pub default_currency: Option<String>,
+    /// Default lowest balance (zero or negative).
+    #[schema(value_type = Option<f64>)]
+    pub credit_limit: Option<Amount>,
+    /// Payments of at least this amount need trust 0.5.
+    #[schema(value_type = Option<f64>)]
+    pub high_value_threshold: Option<Amount>,
+    /// Conversion fee, percent (at most 4 decimals).
+    #[schema(value_type = Option<f64>)]
+    pub conversion_fee_percent: Option<Amount>,
+    /// Governance quorum, percent.
+    pub quorum_percent: Option<u32>,
+}
+
+/// Coop record (schema).
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct CoopDto {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub coop_type: String,
+    /// Free text.
+    pub description: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Creator DID.
+    pub created_by: String,
+    /// Settings.
+    #[schema(value_type = Object)]
+    pub settings: Value,
+    /// Members.
+    pub member_count: u64,
+}
+
+/// Member record (schema).
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct MemberDto {
+    /// DID.
+    pub did: String,
+    /// `admin` or `member`.
+    pub role: String,
+    /// Unix seconds.
+    pub joined_at: u64,
+    /// Override of the coop's credit limit.
+    #[schema(value_type = Option<f64>)]
+    pub credit_limit: Option<Amount>,
+}
+
+fn coop_json(coop: &CoopRecord) -> Value {
+    json!({
+        "id": coop.id.as_str(),
+        "name": coop.name,
+        "coop_type": coop.coop_type,
+        "description": coop.description,
+        "created_at": coop.created_at,
+        "created_by": coop.created_by.as_str(),
+        "settings": settings_json(&coop.settings),
+        "member_count": coop.member_count,
+    })
+}
+
+fn member_json(member: &MemberRecord) -> Value {
+    json!({
+        "did": member.did.as_str(),
+        "role": member.role.as_str(),
+        "joined_at": member.joined_at,
+        "credit_limit": member.credit_limit,
+    })
+}
+
+fn created(value: Value) -> Response {
+    (StatusCode::CREATED, axum::Json(value)).into_response()
+}
+
+fn role(text: Option<&str>) -> ApiResult<Role> {
+    match text {
+        None => Ok(Role::Member),
+        Some(t) => {
+            Role::parse(t).ok_or_else(|| Error::bad_request_field("role", "role must be 'admin' or 'member'").into())
+        }
+    }
+}
+
+/// Creates a coop; the caller becomes its first admin.
+#[utoipa::path(post, path = "/v1/coops", tag = "coops", security(("bearer" = [])), request_body = CreateCoopBody,
+    responses((status = 201, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Json(body): Json<CreateCoopBody>,
+) -> ApiResult<Response> {
+    let token_coop = caller.coop()?.clone();
+    let id = body.id.as_deref().map(common::coop_id).transpose()?;
+    let request = NewCoop { id, name: body.name, coop_type: body.coop_type, description: body.description };
+    let coop = state.coops.create(&caller.did, &token_coop, request).await?;
+    state.membership.invalidate(&coop.id);
+    Ok(created(coop_json(&coop)))
+}
+
+/// Creates a coop (short family).
+#[utoipa::path(post, path = "/coops", tag = "coops", security(("bearer" = [])), request_body = CreateCoopBody,
+    responses((status = 201, body = CoopDto)))]
+pub async fn short_create(
+    state: State<AppState>,
+    caller: Authorized<CoopWrite>,
+    body: Json<CreateCoopBody>,
+) -> ApiResult<Response> {
+    create(state, caller, body).await
+}
+
+/// Coops the caller is a member of.
+#[utoipa::path(get, path = "/v1/coops", tag = "coops", security(("bearer" = [])), params(PageQuery),
+    responses((status = 200, description = "`{coops, pagination}`", body = Object)))]
+pub async fn list_coops(
+    State(state): State<AppState>,
+    caller: Authorized<CoopRead>,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
+    let page = query.page()?;
+    let (coops, total) = state.coops.list_for(&caller.did, page).await?;
+    Ok(Json(Value::Object(list("coops", coops.iter().map(coop_json).collect(), page.info(total)))))
+}
+
+/// Coops the caller is a member of (short family).
+#[utoipa::path(get, path = "/coops", tag = "coops", security(("bearer" = [])), params(PageQuery),
+    responses((status = 200, description = "`{coops, pagination}`", body = Object)))]
+pub async fn short_list_coops(
+    state: State<AppState>,
+    caller: Authorized<CoopRead>,
+    query: Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
+    list_coops(state, caller, query).await
+}
+
+fn own_coop(caller: &crate::Caller, id: &str) -> ApiResult<CoopId> {
+    let coop = common::coop_id(id)?;
+    caller.require_coop(&coop)?;
+    Ok(coop)
+}
+
+/// A coop's details (the token's coop only).
+#[utoipa::path(get, path = "/v1/coops/{id}", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Authorized<CoopRead>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let coop = own_coop(&caller, &id)?;
+    Ok(Json(coop_json(&state.coops.get(&coop).await?)))
+}
+
+/// A coop's details (short family).
+#[utoipa::path(get, path = "/coops/{id}", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = CoopDto)))]
+pub async fn short_get(
+    state: State<AppState>,
+    caller: Authorized<CoopRead>,
+    id: Path<String>,
+) -> ApiResult<Json<Value>> {
+    get(state, caller, id).await
+}
+
+/// Members of the coop.
+#[utoipa::path(get, path = "/v1/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path), PageQuery),
+    responses((status = 200, description = "`{members, pagination}`", body = Object)))]
+pub async fn members(
+    State(state): State<AppState>,
+    caller: Authorized<CoopRead>,
+    Path(id): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
+    let coop = own_coop(&caller, &id)?;
+    let page = query.page()?;
+    let (members, total) = state.coops.members(&coop, page).await?;
+    Ok(Json(Value::Object(list("members", members.iter().map(member_json).collect(), page.info(total)))))
+}
+
+/// Members of the coop (short family).
+#[utoipa::path(get, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path), PageQuery),
+    responses((status = 200, description = "`{members, pagination}`", body = Object)))]
+pub async fn short_members(
+    state: State<AppState>,
+    caller: Authorized<CoopRead>,
+    id: Path<String>,
+    query: Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
+    members(state, caller, id, query).await
+}
+
+/// Adds a member.
+#[utoipa::path(post, path = "/v1/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = AddMemberBody,
+    responses((status = 201, body = MemberDto), (status = 409, body = crate::openapi::ErrorBody)))]
+pub async fn add_member(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Path(id): Path<String>,
+    Json(body): Json<AddMemberBody>,
+) -> ApiResult<Response> {
+    let coop = own_coop(&caller, &id)?;
+    let did = common::did("did", &body.did)?;
+    let member = state.coops.add_member(&coop, &did, role(body.role.as_deref())?).await?;
+    state.membership.invalidate(&coop);
+    Ok(created(member_json(&member)))
+}
+
+/// Adds a member (short family).
+#[utoipa::path(post, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = AddMemberBody, responses((status = 201, body = MemberDto)))]
+pub async fn short_add_member(
+    state: State<AppState>,
+    caller: Authorized<CoopWrite>,
+    id: Path<String>,
+    body: Json<AddMemberBody>,
+) -> ApiResult<Response> {
+    add_member(state, caller, id, body).await
+}
+
+/// Removes a member (not the last admin).
+#[utoipa::path(delete, path = "/v1/coops/{id}/members/{did}", tag = "coops", security(("bearer" = [])),
+    params(("id" = String, Path), ("did" = String, Path)),
+    responses((status = 204, description = "Removed"), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+pub async fn remove_member(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Path((id, did)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let coop = own_coop(&caller, &id)?;
+    let did = common::did("did", &did)?;
+    state.coops.remove_member(&coop, &did).await?;
+    state.membership.invalidate(&coop);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Changes a member's role (the last admin cannot be demoted).
+#[utoipa::path(put, path = "/v1/coops/{id}/members/{did}/role", tag = "coops", security(("bearer" = [])),
+    params(("id" = String, Path), ("did" = String, Path)), request_body = RoleBody,
+    responses((status = 200, body = MemberDto), (status = 409, body = crate::openapi::ErrorBody)))]
+pub async fn set_role(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Path((id, did)): Path<(String, String)>,
+    Json(body): Json<RoleBody>,
+) -> ApiResult<Json<Value>> {
+    let coop = own_coop(&caller, &id)?;
+    let did = common::did("did", &did)?;
+    let member = state.coops.set_role(&coop, &did, role(Some(&body.role))?).await?;
+    state.membership.invalidate(&coop);
+    Ok(Json(member_json(&member)))
+}
+
+/// Sets a member's credit-limit override.
+#[utoipa::path(put, path = "/v1/coops/{id}/members/{did}/credit-limit", tag = "coops", security(("bearer" = [])),
+    params(("id" = String, Path), ("did" = String, Path)), request_body = CreditLimitBody,
+    responses((status = 200, body = MemberDto)))]
+pub async fn set_credit_limit(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Path((id, did)): Path<(String, String)>,
+    Json(body): Json<CreditLimitBody>,
+) -> ApiResult<Json<Value>> {
+    let coop = own_coop(&caller, &id)?;
+    let did = common::did("did", &did)?;
+    Ok(Json(member_json(&state.coops.set_member_credit_limit(&coop, &did, body.credit_limit).await?)))
+}
+
+/// Changes the coop's settings.
+#[utoipa::path(put, path = "/v1/coops/{id}/settings", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = SettingsBody, responses((status = 200, body = CoopDto)))]
+pub async fn update_settings(
+    State(state): State<AppState>,
+    caller: Authorized<CoopWrite>,
+    Path(id): Path<String>,
+    Json(body): Json<SettingsBody>,
+) -> ApiResult<Json<Value>> {
+    let coop = own_coop(&caller, &id)?;
+    let fee_ppm = match body.conversion_fee_percent {
+        None => None,
+        Some(percent) => {
+            // percent × 10^4 = ppm; Amount micros = percent × 10^6, so ppm = micros / 100.
+            let micros = percent.micros();
+            if micros < 0 || micros % 100 != 0 || micros > 100_000_000 {
+                return Err(Error::bad_request_field(
+                    "conversion_fee_percent",
+                    "conversion_fee_percent is 0 to 100 with at most 4 decimals",
+                )
+                .into());
+            }
+            Some(u32::try_from(micros / 100).unwrap_or(u32::MAX))
+        }
+    };
+    let patch = SettingsPatch {
+        default_currency: body
+            .default_currency
+            .as_deref()
+            .map(|c| common::currency("default_currency", c))
+            .transpose()?,
+        credit_limit: body.credit_limit,
+        high_value_threshold: body.high_value_threshold,
+        conversion_fee_ppm: fee_ppm,
+        quorum_percent: body.quorum_percent,
+    };
+    Ok(Json(coop_json(&state.coops.update_settings(&coop, patch).await?)))
+}
+
+/// Public statistics of a coop (no token).
+#[utoipa::path(get, path = "/v1/coops/{id}/stats", tag = "coops", params(("id" = String, Path)),
+    responses((status = 200, description = "`{coop_id, member_count, transaction_count, currencies, proposal_count, open_proposal_count, created_at}`", body = Object),
+              (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn stats(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let coop = common::coop_id(&id)?;
+    let stats = state.coops.stats(&coop).await?;
+    Ok(Json(json!({
+        "coop_id": stats.coop.id.as_str(),
+        "member_count": stats.coop.member_count,
+        "transaction_count": stats.transaction_count,
+        "currencies": stats.currencies.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "created_at": stats.coop.created_at,
+    })))
+}

@@ -1,0 +1,544 @@
+//! Ledger routes of both families: payments, balances, history, batches, conversions, oracle
+//! rates. Handlers check the token, scope, cooperative and payer in the contract's order, take
+//! a velocity permit for payment-creating requests, and call the domain.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use gateway_core::{Amount, CoopId, Did, Error};
+use gateway_domain::ledger::{BatchItemResult, ConversionRequest, PaymentRequest, is_system, transaction_json};
+use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::caller::scopes::{LedgerRead, LedgerWrite, OracleRead, OracleWrite};
+use crate::caller::{Authorized, Caller};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, JsonBytes, Path, Query, parse_json};
+use crate::routes::common::{self, PageQuery, idempotency, list, payment_amount, render, stored};
+use crate::state::AppState;
+
+/// A payment (both families; `description` is the short family's memo).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PaymentBody {
+    /// Payer: must be the token's DID (required on the /v1 route).
+    pub from: Option<String>,
+    /// Recipient DID (a member of the coop).
+    pub to: String,
+    /// Positive, at most 6 decimals, at most 1e12.
+    #[schema(value_type = f64)]
+    pub amount: Amount,
+    /// Currency; the coop's default when absent.
+    pub currency: Option<String>,
+    /// Free text.
+    pub memo: Option<String>,
+    /// Free text (short family's name for `memo`).
+    pub description: Option<String>,
+}
+
+/// A recorded transaction.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct TransactionDto {
+    /// Id.
+    pub id: String,
+    /// `payment` or `conversion`.
+    pub kind: String,
+    /// Payer account.
+    pub from: String,
+    /// Payee account.
+    pub to: String,
+    /// Debited amount.
+    #[schema(value_type = f64)]
+    pub amount: Amount,
+    /// Currency of `amount`.
+    pub currency: String,
+    /// Free text.
+    pub memo: Option<String>,
+    /// Unix seconds.
+    pub timestamp: u64,
+    /// Conversions: target currency.
+    #[schema(nullable = false)]
+    pub to_currency: Option<String>,
+    /// Conversions: net amount credited.
+    #[schema(value_type = Option<f64>, nullable = false)]
+    pub net_target_amount: Option<Amount>,
+}
+
+fn transaction_response(record: &TransactionRecord) -> Response {
+    (StatusCode::CREATED, axum::Json(transaction_json(record))).into_response()
+}
+
+impl PaymentBody {
+    fn into_request(self, caller: &Caller, require_from: bool) -> ApiResult<PaymentRequest> {
+        let from = match self.from {
+            Some(from) => from,
+            None if require_from => return Err(Error::bad_request_field("from", "from is required").into()),
+            None => caller.did.to_string(),
+        };
+        if from != caller.did.as_str() {
+            return Err(Error::forbidden(
+                "payments can only be made from the caller's own account (from must equal the token's DID)",
+            )
+            .into());
+        }
+        common::did("to", &self.to)?;
+        Ok(PaymentRequest {
+            from,
+            to: self.to,
+            amount: payment_amount("amount", self.amount)?,
+            currency: self.currency.as_deref().map(|c| common::currency("currency", c)).transpose()?,
+            memo: self.memo.or(self.description),
+        })
+    }
+}
+
+/// Runs a payment-creating operation under a velocity permit: the permit is kept only when the
+/// answer is a success.
+async fn with_velocity<F, Fut>(state: &AppState, payer: &Did, count: usize, operation: F) -> ApiResult<Response>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Response>>,
+{
+    let mut permits = Vec::with_capacity(count);
+    for _ in 0..count {
+        match state.limits.check_velocity(payer) {
+            Ok(permit) => permits.push(permit),
+            Err(err) => {
+                permits.into_iter().for_each(|p| p.cancel());
+                return Err(err);
+            }
+        }
+    }
+    let result = operation().await;
+    let succeeded = result.as_ref().is_ok_and(|r| r.status().is_success());
+    if !succeeded {
+        permits.into_iter().for_each(|p| p.cancel());
+    }
+    result
+}
+
+async fn pay(
+    state: &AppState,
+    caller: &Caller,
+    coop: CoopId,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: &[u8],
+    require_from: bool,
+) -> ApiResult<Response> {
+    let request: PaymentBody = parse_json(body)?;
+    let request = request.into_request(caller, require_from)?;
+    let key = idempotency(headers, caller, &coop, uri.path(), body)?;
+    with_velocity(state, &caller.did, 1, || async {
+        match key {
+            None => Ok(transaction_response(&state.ledger.pay(&coop, request).await?)),
+            Some(key) => {
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
+                Ok(stored(state.ledger.pay_idempotent(&coop, request, key, render).await?))
+            }
+        }
+    })
+    .await
+}
+
+/// Creates a payment in a coop (`from` must be the caller).
+#[utoipa::path(post, path = "/v1/ledger/{coop}/payment", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path, description = "Cooperative id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
+    request_body = PaymentBody,
+    responses((status = 201, body = TransactionDto), (status = 400, body = crate::openapi::ErrorBody),
+              (status = 403, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
+              (status = 429, body = crate::openapi::ErrorBody)))]
+pub async fn payment(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerWrite>,
+    Path(coop): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    JsonBytes(body): JsonBytes,
+) -> ApiResult<Response> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    pay(&state, &caller, coop, &headers, &uri, &body, true).await
+}
+
+/// Creates a payment from the caller in the token's coop (short family).
+#[utoipa::path(post, path = "/ledger/transaction", tag = "ledger", security(("bearer" = [])),
+    request_body = PaymentBody,
+    responses((status = 201, body = TransactionDto), (status = 400, body = crate::openapi::ErrorBody),
+              (status = 409, body = crate::openapi::ErrorBody), (status = 429, body = crate::openapi::ErrorBody)))]
+pub async fn short_transaction(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerWrite>,
+    headers: HeaderMap,
+    uri: Uri,
+    JsonBytes(body): JsonBytes,
+) -> ApiResult<Response> {
+    let coop = caller.coop()?.clone();
+    pay(&state, &caller, coop, &headers, &uri, &body, false).await
+}
+
+/// `?currency=` of balance routes.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct BalanceQuery {
+    /// Currency to report in `balance`; the coop's default when absent.
+    pub currency: Option<String>,
+}
+
+/// Balances of one account.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct BalanceDto {
+    /// The account (a DID or a system account).
+    pub did: String,
+    /// The currency of `balance`.
+    pub currency: String,
+    /// Balance in `currency`.
+    #[schema(value_type = f64)]
+    pub balance: Amount,
+    /// Every currency's balance.
+    #[schema(value_type = Object)]
+    pub balances: Value,
+}
+
+async fn balance_of(
+    state: &AppState,
+    coop: &CoopId,
+    account: &str,
+    currency: Option<String>,
+) -> ApiResult<Json<Value>> {
+    let record = state.coops.get(coop).await?;
+    let currency = currency.as_deref().map(|c| common::currency("currency", c)).transpose()?;
+    let balances = state.ledger.balance(&record, account, currency).await?;
+    let map: serde_json::Map<String, Value> =
+        balances.balances.iter().map(|(c, b)| (c.to_string(), json!(b))).collect();
+    Ok(Json(json!({
+        "did": balances.account,
+        "currency": balances.currency.as_str(),
+        "balance": balances.balance,
+        "balances": map,
+    })))
+}
+
+fn account(coop: &CoopId, text: &str) -> ApiResult<String> {
+    if is_system(coop, text) {
+        return Ok(text.to_owned());
+    }
+    Ok(common::did("did", text)?.to_string())
+}
+
+/// Balance of a member (or system account) of the coop.
+#[utoipa::path(get, path = "/v1/ledger/{coop}/balance/{did}", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path), ("did" = String, Path, description = "A member DID or a system account"), BalanceQuery),
+    responses((status = 200, body = BalanceDto), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn balance(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerRead>,
+    Path((coop, did)): Path<(String, String)>,
+    Query(query): Query<BalanceQuery>,
+) -> ApiResult<Json<Value>> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    let account = account(&coop, &did)?;
+    balance_of(&state, &coop, &account, query.currency).await
+}
+
+/// The caller's own balance in the token's coop (short family).
+#[utoipa::path(get, path = "/ledger/balance", tag = "ledger", security(("bearer" = [])), params(BalanceQuery),
+    responses((status = 200, body = BalanceDto)))]
+pub async fn short_balance(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerRead>,
+    Query(query): Query<BalanceQuery>,
+) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?.clone();
+    balance_of(&state, &coop, caller.did.as_str(), query.currency).await
+}
+
+/// Filters of the history routes.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+pub struct HistoryParams {
+    /// Page size, default 50, at most 100.
+    pub limit: Option<u64>,
+    /// Items to skip.
+    pub offset: Option<u64>,
+    /// Only transactions from or to this account.
+    pub did: Option<String>,
+    /// Only this currency.
+    pub currency: Option<String>,
+}
+
+async fn history_of(state: &AppState, coop: CoopId, params: HistoryParams) -> ApiResult<Json<Value>> {
+    let page = PageQuery { limit: params.limit, offset: params.offset }.page()?;
+    state.coops.get(&coop).await?;
+    let query = HistoryQuery {
+        account: params.did.as_deref().map(|d| account(&coop, d)).transpose()?,
+        currency: params.currency.as_deref().map(|c| common::currency("currency", c)).transpose()?,
+        coop,
+        page,
+    };
+    let (items, total) = state.ledger.history(query).await?;
+    Ok(Json(Value::Object(list("transactions", items.iter().map(transaction_json).collect(), page.info(total)))))
+}
+
+/// The coop's history, newest first.
+#[utoipa::path(get, path = "/v1/ledger/{coop}/history", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path), HistoryParams),
+    responses((status = 200, description = "`{transactions, pagination}`", body = Object)))]
+pub async fn history(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerRead>,
+    Path(coop): Path<String>,
+    Query(params): Query<HistoryParams>,
+) -> ApiResult<Json<Value>> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    history_of(&state, coop, params).await
+}
+
+/// The token coop's history (short family).
+#[utoipa::path(get, path = "/ledger/history", tag = "ledger", security(("bearer" = [])), params(HistoryParams),
+    responses((status = 200, description = "`{transactions, pagination}`", body = Object)))]
+pub async fn short_history(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerRead>,
+    Query(params): Query<HistoryParams>,
+) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?.clone();
+    history_of(&state, coop, params).await
+}
+
+/// A batch: `{"payments": [...], "atomic": false}` or a bare array.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BatchBody {
+    /// The payments (1 to 1000), each from the caller.
+    pub payments: Vec<PaymentBody>,
+    /// All or nothing.
+    #[serde(default)]
+    pub atomic: bool,
+}
+
+fn batch_json(results: &[BatchItemResult]) -> Value {
+    let succeeded = results.iter().filter(|r| r.record.is_some()).count();
+    let items: Vec<Value> = results
+        .iter()
+        .map(|r| match (&r.record, &r.error) {
+            (Some(record), _) => json!({ "success": true, "id": record.id }),
+            (None, Some(err)) => json!({ "success": false, "error": ApiError::from(err.clone()).status_and_body().1["error"], "code": err.code().as_str() }),
+            (None, None) => json!({ "success": false }),
+        })
+        .collect();
+    json!({ "succeeded": succeeded, "failed": results.len() - succeeded, "results": items })
+}
+
+/// Several payments by the caller in one request.
+#[utoipa::path(post, path = "/v1/ledger/{coop}/payments/batch", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
+    request_body = BatchBody,
+    responses((status = 200, description = "`{succeeded, failed, results}`", body = Object),
+              (status = 409, description = "Atomic batch refused", body = crate::openapi::ErrorBody)))]
+pub async fn batch(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerWrite>,
+    Path(coop): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    JsonBytes(body): JsonBytes,
+) -> ApiResult<Response> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    let batch: BatchBody = if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        BatchBody { payments: parse_json(&body)?, atomic: false }
+    } else {
+        parse_json(&body)?
+    };
+    let count = batch.payments.len();
+    if count == 0 || count > gateway_domain::ledger::MAX_BATCH {
+        return Err(Error::bad_request_field("payments", "a batch holds 1 to 1000 payments").into());
+    }
+    let items = batch.payments.into_iter().map(|p| p.into_request(&caller, false)).collect::<ApiResult<Vec<_>>>()?;
+    let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
+    let atomic = batch.atomic;
+    with_velocity(&state, &caller.did, count, || async {
+        match key {
+            None => {
+                let results = state.ledger.batch(&coop, items, atomic).await?;
+                Ok((StatusCode::OK, axum::Json(batch_json(&results))).into_response())
+            }
+            Some(key) => {
+                let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| render(200, |v| batch_json(v), r));
+                Ok(stored(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
+            }
+        }
+    })
+    .await
+}
+
+/// A conversion quote request.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct QuoteBody {
+    /// Source amount.
+    #[schema(value_type = f64)]
+    pub amount: Amount,
+    /// Source currency.
+    pub from_currency: String,
+    /// Target currency.
+    pub to_currency: String,
+}
+
+fn quote_json(quote: &QuoteRecord) -> Value {
+    json!({
+        "quote_id": quote.id,
+        "rate": quote.rate,
+        "gross_target_amount": quote.gross_target_amount,
+        "fee_amount": quote.fee_amount,
+        "net_target_amount": quote.net_target_amount,
+        "valid_until": quote.valid_until,
+    })
+}
+
+/// Quotes a cross-currency payment (valid 60 s).
+#[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert/quote", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path)), request_body = QuoteBody,
+    responses((status = 200, description = "`{quote_id, rate, gross_target_amount, fee_amount, net_target_amount, valid_until}`", body = Object),
+              (status = 404, description = "No rate for the pair", body = crate::openapi::ErrorBody)))]
+pub async fn quote(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerRead>,
+    Path(coop): Path<String>,
+    Json(body): Json<QuoteBody>,
+) -> ApiResult<Json<Value>> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    let amount = payment_amount("amount", body.amount)?;
+    let from = common::currency("from_currency", &body.from_currency)?;
+    let to = common::currency("to_currency", &body.to_currency)?;
+    Ok(Json(quote_json(&state.ledger.quote(&coop, amount, from, to).await?)))
+}
+
+/// A cross-currency payment.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ConvertBody {
+    /// Payer: the caller.
+    pub from: String,
+    /// Payee.
+    pub to: String,
+    /// Debited in `from_currency`.
+    #[schema(value_type = f64)]
+    pub amount: Amount,
+    /// Source currency.
+    pub from_currency: String,
+    /// Target currency.
+    pub to_currency: String,
+    /// Upper bound on the net target amount.
+    #[schema(value_type = Option<f64>)]
+    pub max_target_amount: Option<Amount>,
+    /// Lower bound on the net target amount.
+    #[schema(value_type = Option<f64>)]
+    pub min_target_amount: Option<Amount>,
+    /// A live quote to honour.
+    pub quote_id: Option<String>,
+}
+
+/// Executes a cross-currency payment through the coop's exchange account.
+#[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert", tag = "ledger", security(("bearer" = [])),
+    params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)), request_body = ConvertBody,
+    responses((status = 201, body = TransactionDto), (status = 409, description = "Slippage or credit", body = crate::openapi::ErrorBody)))]
+pub async fn convert(
+    State(state): State<AppState>,
+    caller: Authorized<LedgerWrite>,
+    Path(coop): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    JsonBytes(body): JsonBytes,
+) -> ApiResult<Response> {
+    let coop = common::coop_id(&coop)?;
+    caller.require_coop(&coop)?;
+    let request: ConvertBody = parse_json(&body)?;
+    if request.from != caller.did.as_str() {
+        return Err(Error::forbidden(
+            "payments can only be made from the caller's own account (from must equal the token's DID)",
+        )
+        .into());
+    }
+    common::did("to", &request.to)?;
+    let conversion = ConversionRequest {
+        from: request.from,
+        to: request.to,
+        amount: payment_amount("amount", request.amount)?,
+        from_currency: common::currency("from_currency", &request.from_currency)?,
+        to_currency: common::currency("to_currency", &request.to_currency)?,
+        max_target_amount: request.max_target_amount,
+        min_target_amount: request.min_target_amount,
+        quote_id: request.quote_id,
+    };
+    let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
+    with_velocity(&state, &caller.did, 1, || async {
+        match key {
+            None => Ok(transaction_response(&state.ledger.convert(&coop, conversion).await?)),
+            Some(key) => {
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
+                Ok(stored(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
+            }
+        }
+    })
+    .await
+}
+
+fn rate_json(rate: &RateRecord) -> Value {
+    let inverse = if rate.rate.micros() > 0 {
+        Amount::from_micros((1_000_000_000_000i128 / i128::from(rate.rate.micros())) as i64)
+    } else {
+        Amount::ZERO
+    };
+    json!({
+        "from_currency": rate.from_currency.as_str(),
+        "to_currency": rate.to_currency.as_str(),
+        "rate": rate.rate,
+        "inverse_rate": inverse,
+        "set_by": rate.set_by.as_str(),
+        "set_at": rate.set_at,
+    })
+}
+
+/// The exchange rate of the token's coop for a pair.
+#[utoipa::path(get, path = "/v1/oracle/rate/{from}/{to}", tag = "ledger", security(("bearer" = [])),
+    params(("from" = String, Path), ("to" = String, Path)),
+    responses((status = 200, description = "`{from_currency, to_currency, rate, inverse_rate, set_by, set_at}`", body = Object),
+              (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn get_rate(
+    State(state): State<AppState>,
+    caller: Authorized<OracleRead>,
+    Path((from, to)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?.clone();
+    let (from, to) = (common::currency("from", &from)?, common::currency("to", &to)?);
+    Ok(Json(rate_json(&state.ledger.rate(&coop, &from, &to).await?)))
+}
+
+/// A manual rate.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RateBody {
+    /// Source currency.
+    pub from_currency: String,
+    /// Target currency.
+    pub to_currency: String,
+    /// Target units per source unit (at most 6 decimals).
+    #[schema(value_type = f64)]
+    pub rate: Amount,
+}
+
+/// Sets a manual exchange rate for the token's coop.
+#[utoipa::path(post, path = "/v1/oracle/rate", tag = "ledger", security(("bearer" = [])), request_body = RateBody,
+    responses((status = 201, description = "The rate", body = Object)))]
+pub async fn set_rate(
+    State(state): State<AppState>,
+    caller: Authorized<OracleWrite>,
+    Json(body): Json<RateBody>,
+) -> ApiResult<Response> {
+    let coop = caller.coop()?.clone();
+    let from = common::currency("from_currency", &body.from_currency)?;
+    let to = common::currency("to_currency", &body.to_currency)?;
+    let rate = state.ledger.set_rate(&coop, &caller.did, from, to, body.rate).await?;
+    Ok((StatusCode::CREATED, axum::Json(rate_json(&rate))).into_response())
+}

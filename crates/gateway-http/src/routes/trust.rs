@@ -1,0 +1,126 @@
+//! Trust routes: scores, edges (set, replace, revoke), and a DID's edges.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use gateway_domain::ports::TrustEdge;
+use gateway_domain::trust::TrustClass;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::caller::Authorized;
+use crate::caller::scopes::{TrustRead, TrustWrite};
+use crate::error::ApiResult;
+use crate::extract::{Json, Path};
+use crate::routes::common;
+use crate::state::AppState;
+
+/// Setting an edge.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct EdgeBody {
+    /// Whom the caller trusts.
+    pub target_did: String,
+    /// `0 ..= 1`.
+    pub score: f64,
+}
+
+/// A trust score.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct ScoreDto {
+    /// The DID.
+    pub did: String,
+    /// `0 ..= 1`.
+    pub score: f64,
+    /// `Isolated`, `Known`, `Partner` or `Federated`.
+    pub class: String,
+}
+
+fn edge_json(edge: &TrustEdge) -> Value {
+    json!({
+        "source_did": edge.source.as_str(),
+        "target_did": edge.target.as_str(),
+        "score": edge.score,
+        "updated_at": edge.updated_at,
+    })
+}
+
+/// The score and class of a DID.
+#[utoipa::path(get, path = "/v1/trust/{did}/score", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
+    responses((status = 200, body = ScoreDto)))]
+pub async fn score(
+    State(state): State<AppState>,
+    _caller: Authorized<TrustRead>,
+    Path(did): Path<String>,
+) -> ApiResult<Json<ScoreDto>> {
+    let did = common::did("did", &did)?;
+    let score = state.trust.graph().score(&did);
+    Ok(Json(ScoreDto { did: did.to_string(), score, class: TrustClass::from_score(score).as_str().to_owned() }))
+}
+
+/// The score of a DID (short family).
+#[utoipa::path(get, path = "/trust/score/{did}", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
+    responses((status = 200, body = ScoreDto)))]
+pub async fn short_score(
+    state: State<AppState>,
+    caller: Authorized<TrustRead>,
+    did: Path<String>,
+) -> ApiResult<Json<ScoreDto>> {
+    score(state, caller, did).await
+}
+
+/// A DID's outgoing and incoming edges.
+#[utoipa::path(get, path = "/v1/trust/{did}/edges", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
+    responses((status = 200, description = "`{did, outgoing, incoming}`", body = Object)))]
+pub async fn edges(
+    State(state): State<AppState>,
+    _caller: Authorized<TrustRead>,
+    Path(did): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let did = common::did("did", &did)?;
+    let (outgoing, incoming) = state.trust.graph().edges_of(&did);
+    Ok(Json(json!({
+        "did": did.as_str(),
+        "outgoing": outgoing.iter().map(edge_json).collect::<Vec<_>>(),
+        "incoming": incoming.iter().map(edge_json).collect::<Vec<_>>(),
+    })))
+}
+
+/// Sets or replaces the caller's edge: 201 when created, 200 when replaced.
+#[utoipa::path(post, path = "/v1/trust/edges", tag = "trust", security(("bearer" = [])), request_body = EdgeBody,
+    responses((status = 201, description = "Created", body = Object), (status = 200, description = "Replaced", body = Object),
+              (status = 400, body = crate::openapi::ErrorBody)))]
+pub async fn set_edge(
+    State(state): State<AppState>,
+    caller: Authorized<TrustWrite>,
+    Json(body): Json<EdgeBody>,
+) -> ApiResult<Response> {
+    let target = common::did("target_did", &body.target_did)?;
+    let (edge, replaced) = state.trust.set_edge(&caller.did, &target, body.score).await?;
+    let status = if replaced { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, axum::Json(edge_json(&edge))).into_response())
+}
+
+/// Sets or replaces the caller's edge (short family).
+#[utoipa::path(post, path = "/trust/edge", tag = "trust", security(("bearer" = [])), request_body = EdgeBody,
+    responses((status = 201, description = "Created", body = Object), (status = 200, description = "Replaced", body = Object)))]
+pub async fn short_set_edge(
+    state: State<AppState>,
+    caller: Authorized<TrustWrite>,
+    body: Json<EdgeBody>,
+) -> ApiResult<Response> {
+    set_edge(state, caller, body).await
+}
+
+/// Revokes the caller's edge to a DID.
+#[utoipa::path(delete, path = "/v1/trust/edges/{did}", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
+    responses((status = 204, description = "Revoked"), (status = 404, body = crate::openapi::ErrorBody)))]
+pub async fn remove_edge(
+    State(state): State<AppState>,
+    caller: Authorized<TrustWrite>,
+    Path(did): Path<String>,
+) -> ApiResult<StatusCode> {
+    let target = common::did("did", &did)?;
+    state.trust.remove_edge(&caller.did, &target).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

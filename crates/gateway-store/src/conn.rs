@@ -1,0 +1,645 @@
+//! The transaction handle: every write primitive of the domain's ports, implemented once over a
+//! connection that is inside a transaction, for SQLite and PostgreSQL alike.
+//!
+//! SQL is written in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
+//! `RETURNING`); the few differences (row locks) are spelled out where they occur. This module
+//! decides nothing: the rules are the domain's.
+
+use async_trait::async_trait;
+use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
+use gateway_domain::ports::{
+    ConversionLeg, CoopRecord, CoopSettings, CoopTx, EventTx, IdempotencyRecord, LedgerTx, MemberRecord,
+    NotificationRecord, NotificationTx, QuoteRecord, RateRecord, TransactionKind, TransactionRecord, TrustEdge,
+    TrustTx,
+};
+use serde_json::Value;
+use sqlx::{PgConnection, SqliteConnection};
+
+use crate::db_error;
+
+/// A connection inside an open transaction.
+#[derive(Debug)]
+pub(crate) enum Conn<'a> {
+    /// SQLite: the single writer's connection.
+    Sqlite(&'a mut SqliteConnection),
+    /// PostgreSQL: one job's transaction.
+    Postgres(&'a mut PgConnection),
+}
+
+/// Runs `$body` with `$c` bound to the backend's connection; the body is compiled once per
+/// backend, so the same query text serves both.
+macro_rules! on {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            Conn::Sqlite($c) => {
+                let $c = &mut **$c;
+                $body
+            }
+            Conn::Postgres($c) => {
+                let $c = &mut **$c;
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+pub(crate) fn to_i64(value: u64) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::bad_request("value out of range"))
+}
+
+pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
+    Did::parse(text).map_err(|e| Error::Internal(format!("stored DID '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_coop(text: &str) -> Result<CoopId, Error> {
+    CoopId::parse(text).map_err(|e| Error::Internal(format!("stored coop id '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_currency(text: &str) -> Result<Currency, Error> {
+    Currency::parse(text).map_err(|e| Error::Internal(format!("stored currency '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_json(text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored JSON is invalid: {e}")))
+}
+
+pub(crate) fn parse_role(text: &str) -> Result<Role, Error> {
+    Role::parse(text).ok_or_else(|| Error::Internal(format!("unknown role '{text}' in store")))
+}
+
+/// Columns of `coops` plus the member count, in this order.
+pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
+     c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, \
+     (SELECT COUNT(*) FROM members m WHERE m.coop_id = c.id)";
+
+pub(crate) type CoopRow = (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64);
+
+pub(crate) fn coop_from_row(row: CoopRow) -> Result<CoopRecord, Error> {
+    let (id, name, coop_type, description, created_at, created_by, currency, credit, threshold, fee, quorum, count) =
+        row;
+    Ok(CoopRecord {
+        id: parse_coop(&id)?,
+        name,
+        coop_type,
+        description,
+        created_at: to_u64(created_at),
+        created_by: parse_did(&created_by)?,
+        settings: CoopSettings {
+            default_currency: parse_currency(&currency)?,
+            credit_limit: Amount::from_micros(credit),
+            high_value_threshold: Amount::from_micros(threshold),
+            conversion_fee_ppm: u32::try_from(fee).unwrap_or(0),
+            quorum_percent: u32::try_from(quorum).unwrap_or(50),
+        },
+        member_count: to_u64(count),
+    })
+}
+
+pub(crate) type MemberRow = (String, String, i64, Option<i64>);
+
+pub(crate) fn member_from_row(row: MemberRow) -> Result<MemberRecord, Error> {
+    let (did, role, joined_at, credit_limit) = row;
+    Ok(MemberRecord {
+        did: parse_did(&did)?,
+        role: parse_role(&role)?,
+        joined_at: to_u64(joined_at),
+        credit_limit: credit_limit.map(Amount::from_micros),
+    })
+}
+
+/// Columns of `transactions`, in this order.
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, memo, timestamp, \
+     to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
+
+pub(crate) type TransactionRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRecord, Error> {
+    let (id, coop, kind, from, to, amount, currency, memo, timestamp, to_currency, rate, gross, fee, net) = row;
+    let conversion = match (to_currency, rate, gross, fee, net) {
+        (Some(c), Some(rate), Some(gross), Some(fee), Some(net)) => Some(ConversionLeg {
+            to_currency: parse_currency(&c)?,
+            rate: Amount::from_micros(rate),
+            gross_target_amount: Amount::from_micros(gross),
+            fee_amount: Amount::from_micros(fee),
+            net_target_amount: Amount::from_micros(net),
+        }),
+        _ => None,
+    };
+    Ok(TransactionRecord {
+        id,
+        coop_id: parse_coop(&coop)?,
+        kind: if kind == "conversion" { TransactionKind::Conversion } else { TransactionKind::Payment },
+        from,
+        to,
+        amount: Amount::from_micros(amount),
+        currency: parse_currency(&currency)?,
+        memo,
+        timestamp: to_u64(timestamp),
+        conversion,
+    })
+}
+
+pub(crate) const NOTIFICATION_COLUMNS: &str = "id, recipient, coop_id, kind, title, body, data, created_at, read_at";
+
+pub(crate) type NotificationRow = (String, String, String, String, String, String, String, i64, Option<i64>);
+
+pub(crate) fn notification_from_row(row: NotificationRow) -> Result<NotificationRecord, Error> {
+    let (id, recipient, coop, kind, title, body, data, created_at, read_at) = row;
+    Ok(NotificationRecord {
+        id,
+        recipient: parse_did(&recipient)?,
+        coop_id: parse_coop(&coop)?,
+        kind,
+        title,
+        body,
+        data: parse_json(&data)?,
+        created_at: to_u64(created_at),
+        read_at: read_at.map(to_u64),
+    })
+}
+
+pub(crate) type RateRow = (String, String, i64, String, i64);
+
+pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
+    let (from, to, rate, set_by, set_at) = row;
+    Ok(RateRecord {
+        from_currency: parse_currency(&from)?,
+        to_currency: parse_currency(&to)?,
+        rate: Amount::from_micros(rate),
+        set_by: parse_did(&set_by)?,
+        set_at: to_u64(set_at),
+    })
+}
+
+#[async_trait]
+impl LedgerTx for Conn<'_> {
+    async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error> {
+        // Lock in sorted order so two transactions touching the same accounts cannot deadlock.
+        let mut order: Vec<usize> = (0..accounts.len()).collect();
+        order.sort_by(|&a, &b| (&accounts[a].0, accounts[a].1.as_str()).cmp(&(&accounts[b].0, accounts[b].1.as_str())));
+        let mut balances = vec![Amount::ZERO; accounts.len()];
+        for index in order {
+            let (account, currency) = &accounts[index];
+            let balance: Option<i64> = match self {
+                Conn::Sqlite(c) => {
+                    // The single writer holds the only write transaction: a plain read is a lock.
+                    sqlx::query_scalar("SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3")
+                        .bind(coop.as_str())
+                        .bind(account)
+                        .bind(currency.as_str())
+                        .fetch_optional(&mut **c)
+                        .await
+                }
+                Conn::Postgres(c) => {
+                    sqlx::query("INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING")
+                        .bind(coop.as_str())
+                        .bind(account)
+                        .bind(currency.as_str())
+                        .execute(&mut **c)
+                        .await
+                        .map_err(db_error)?;
+                    sqlx::query_scalar(
+                        "SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3 FOR UPDATE",
+                    )
+                    .bind(coop.as_str())
+                    .bind(account)
+                    .bind(currency.as_str())
+                    .fetch_optional(&mut **c)
+                    .await
+                }
+            }
+            .map_err(db_error)?;
+            balances[index] = Amount::from_micros(balance.unwrap_or(0));
+        }
+        Ok(balances)
+    }
+
+    async fn add_to_balance(
+        &mut self,
+        coop: &CoopId,
+        account: &str,
+        currency: &Currency,
+        delta: Amount,
+    ) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance"
+        )
+        .bind(coop.as_str())
+        .bind(account)
+        .bind(currency.as_str())
+        .bind(delta.micros())
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
+        let leg = r.conversion.as_ref();
+        let sql = format!(
+            "INSERT INTO transactions ({TRANSACTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        );
+        on!(self, |c| sqlx::query(&sql)
+            .bind(&r.id)
+            .bind(r.coop_id.as_str())
+            .bind(r.kind.as_str())
+            .bind(&r.from)
+            .bind(&r.to)
+            .bind(r.amount.micros())
+            .bind(r.currency.as_str())
+            .bind(r.memo.as_deref())
+            .bind(to_i64(r.timestamp)?)
+            .bind(leg.map(|l| l.to_currency.to_string()))
+            .bind(leg.map(|l| l.rate.micros()))
+            .bind(leg.map(|l| l.gross_target_amount.micros()))
+            .bind(leg.map(|l| l.fee_amount.micros()))
+            .bind(leg.map(|l| l.net_target_amount.micros()))
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
+        let row: Option<(String, String, i64, String, i64)> = on!(self, |c| {
+            sqlx::query_as(
+            "SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2"
+        )
+        .bind(key)
+        .bind(to_i64(not_before)?)
+        .fetch_optional(c)
+        .await
+        })
+        .map_err(db_error)?;
+        Ok(row.map(|(key, request_hash, status, body, created_at)| IdempotencyRecord {
+            key,
+            request_hash,
+            status: u16::try_from(status).unwrap_or(500),
+            body,
+            created_at: to_u64(created_at),
+        }))
+    }
+
+    async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO idempotency (key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (key) DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
+             body = excluded.body, created_at = excluded.created_at"
+        )
+        .bind(&r.key)
+        .bind(&r.request_hash)
+        .bind(i64::from(r.status))
+        .bind(&r.body)
+        .bind(to_i64(r.created_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (coop_id, from_currency, to_currency) DO UPDATE SET rate = excluded.rate, \
+             set_by = excluded.set_by, set_at = excluded.set_at"
+        )
+        .bind(coop.as_str())
+        .bind(r.from_currency.as_str())
+        .bind(r.to_currency.as_str())
+        .bind(r.rate.micros())
+        .bind(r.set_by.as_str())
+        .bind(to_i64(r.set_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn rate(&mut self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
+        let row: Option<RateRow> = on!(self, |c| sqlx::query_as(
+            "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
+             WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3"
+        )
+        .bind(coop.as_str())
+        .bind(from.as_str())
+        .bind(to.as_str())
+        .fetch_optional(c)
+        .await)
+        .map_err(db_error)?;
+        row.map(rate_from_row).transpose()
+    }
+
+    async fn put_quote(&mut self, q: &QuoteRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, \
+             fee_amount, net_target_amount, valid_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        )
+        .bind(&q.id)
+        .bind(q.coop_id.as_str())
+        .bind(q.amount.micros())
+        .bind(q.from_currency.as_str())
+        .bind(q.to_currency.as_str())
+        .bind(q.rate.micros())
+        .bind(i64::from(q.fee_ppm))
+        .bind(q.gross_target_amount.micros())
+        .bind(q.fee_amount.micros())
+        .bind(q.net_target_amount.micros())
+        .bind(to_i64(q.valid_until)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error> {
+        type QuoteRow = (String, String, i64, String, String, i64, i64, i64, i64, i64, i64);
+        let row: Option<QuoteRow> = on!(self, |c| {
+            sqlx::query_as(
+            "SELECT id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, fee_amount, \
+             net_target_amount, valid_until FROM quotes WHERE coop_id = $1 AND id = $2"
+        )
+        .bind(coop.as_str())
+        .bind(id)
+        .fetch_optional(c)
+        .await
+        })
+        .map_err(db_error)?;
+        row.map(|(id, coop, amount, from, to, rate, fee_ppm, gross, fee, net, valid_until)| {
+            Ok(QuoteRecord {
+                id,
+                coop_id: parse_coop(&coop)?,
+                amount: Amount::from_micros(amount),
+                from_currency: parse_currency(&from)?,
+                to_currency: parse_currency(&to)?,
+                rate: Amount::from_micros(rate),
+                fee_ppm: u32::try_from(fee_ppm).unwrap_or(0),
+                gross_target_amount: Amount::from_micros(gross),
+                fee_amount: Amount::from_micros(fee),
+                net_target_amount: Amount::from_micros(net),
+                valid_until: to_u64(valid_until),
+            })
+        })
+        .transpose()
+    }
+}
+
+#[async_trait]
+impl EventTx for Conn<'_> {
+    async fn append_event(
+        &mut self,
+        coop: &CoopId,
+        event_type: &str,
+        timestamp: u64,
+        data: &Value,
+    ) -> Result<u64, Error> {
+        // The counter row is the coop's sequence lock: concurrent writers of one coop serialise
+        // here, so numbers are assigned without gaps in commit order.
+        let seq: i64 = on!(self, |c| sqlx::query_scalar(
+            "INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
+             ON CONFLICT (coop_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq"
+        )
+        .bind(coop.as_str())
+        .fetch_one(c)
+        .await)
+        .map_err(db_error)?;
+        let data = data.to_string();
+        on!(self, |c| sqlx::query(
+            "INSERT INTO events (coop_id, seq, event_type, timestamp, data) VALUES ($1, $2, $3, $4, $5)"
+        )
+        .bind(coop.as_str())
+        .bind(seq)
+        .bind(event_type)
+        .bind(to_i64(timestamp)?)
+        .bind(&data)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)?;
+        Ok(to_u64(seq))
+    }
+}
+
+#[async_trait]
+impl NotificationTx for Conn<'_> {
+    async fn insert_notification(&mut self, n: &NotificationRecord) -> Result<(), Error> {
+        let sql =
+            format!("INSERT INTO notifications ({NOTIFICATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+        let data = n.data.to_string();
+        on!(self, |c| sqlx::query(&sql)
+            .bind(&n.id)
+            .bind(n.recipient.as_str())
+            .bind(n.coop_id.as_str())
+            .bind(&n.kind)
+            .bind(&n.title)
+            .bind(&n.body)
+            .bind(&data)
+            .bind(to_i64(n.created_at)?)
+            .bind(n.read_at.map(to_i64).transpose()?)
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn mark_notification_read(
+        &mut self,
+        recipient: &Did,
+        id: &str,
+        at: u64,
+    ) -> Result<Option<NotificationRecord>, Error> {
+        on!(self, |c| sqlx::query(
+            "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND id = $2 AND read_at IS NULL"
+        )
+        .bind(recipient.as_str())
+        .bind(id)
+        .bind(to_i64(at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)?;
+        let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND id = $2");
+        let row: Option<NotificationRow> =
+            on!(self, |c| sqlx::query_as(&sql).bind(recipient.as_str()).bind(id).fetch_optional(c).await)
+                .map_err(db_error)?;
+        row.map(notification_from_row).transpose()
+    }
+
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error> {
+        let done = on!(self, |c| sqlx::query(
+            "UPDATE notifications SET read_at = $2 WHERE recipient = $1 AND read_at IS NULL"
+        )
+        .bind(recipient.as_str())
+        .bind(to_i64(at)?)
+        .execute(c)
+        .await
+        .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        Ok(done)
+    }
+}
+
+#[async_trait]
+impl CoopTx for Conn<'_> {
+    async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
+        let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
+        let row: Option<CoopRow> =
+            on!(self, |c| sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(c).await).map_err(db_error)?;
+        row.map(coop_from_row).transpose()
+    }
+
+    async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
+        let row: Option<MemberRow> = on!(self, |c| sqlx::query_as(
+            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2"
+        )
+        .bind(coop.as_str())
+        .bind(did.as_str())
+        .fetch_optional(c)
+        .await)
+        .map_err(db_error)?;
+        row.map(member_from_row).transpose()
+    }
+
+    async fn insert_coop(&mut self, r: &CoopRecord) -> Result<(), Error> {
+        let s = &r.settings;
+        on!(self, |c| sqlx::query(
+            "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, credit_limit, \
+             high_value_threshold, conversion_fee_ppm, quorum_percent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        )
+        .bind(r.id.as_str())
+        .bind(&r.name)
+        .bind(&r.coop_type)
+        .bind(&r.description)
+        .bind(to_i64(r.created_at)?)
+        .bind(r.created_by.as_str())
+        .bind(s.default_currency.as_str())
+        .bind(s.credit_limit.micros())
+        .bind(s.high_value_threshold.micros())
+        .bind(i64::from(s.conversion_fee_ppm))
+        .bind(i64::from(s.quorum_percent))
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "UPDATE coops SET default_currency = $2, credit_limit = $3, high_value_threshold = $4, \
+             conversion_fee_ppm = $5, quorum_percent = $6 WHERE id = $1"
+        )
+        .bind(coop.as_str())
+        .bind(s.default_currency.as_str())
+        .bind(s.credit_limit.micros())
+        .bind(s.high_value_threshold.micros())
+        .bind(i64::from(s.conversion_fee_ppm))
+        .bind(i64::from(s.quorum_percent))
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn insert_member(&mut self, coop: &CoopId, m: &MemberRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO members (coop_id, did, role, joined_at, credit_limit) VALUES ($1, $2, $3, $4, $5)"
+        )
+        .bind(coop.as_str())
+        .bind(m.did.as_str())
+        .bind(m.role.as_str())
+        .bind(to_i64(m.joined_at)?)
+        .bind(m.credit_limit.map(Amount::micros))
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn update_member(&mut self, coop: &CoopId, m: &MemberRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query("UPDATE members SET role = $3, credit_limit = $4 WHERE coop_id = $1 AND did = $2")
+            .bind(coop.as_str())
+            .bind(m.did.as_str())
+            .bind(m.role.as_str())
+            .bind(m.credit_limit.map(Amount::micros))
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn delete_member(&mut self, coop: &CoopId, did: &Did) -> Result<(), Error> {
+        on!(self, |c| sqlx::query("DELETE FROM members WHERE coop_id = $1 AND did = $2")
+            .bind(coop.as_str())
+            .bind(did.as_str())
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn count_admins(&mut self, coop: &CoopId) -> Result<u64, Error> {
+        let count: i64 =
+            on!(self, |c| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE coop_id = $1 AND role = 'admin'")
+                .bind(coop.as_str())
+                .fetch_one(c)
+                .await)
+            .map_err(db_error)?;
+        Ok(to_u64(count))
+    }
+}
+
+#[async_trait]
+impl TrustTx for Conn<'_> {
+    async fn upsert_edge(&mut self, e: &TrustEdge) -> Result<bool, Error> {
+        let existed: Option<i64> =
+            on!(self, |c| sqlx::query_scalar("SELECT 1 FROM trust_edges WHERE source = $1 AND target = $2")
+                .bind(e.source.as_str())
+                .bind(e.target.as_str())
+                .fetch_optional(c)
+                .await)
+            .map_err(db_error)?;
+        on!(self, |c| sqlx::query(
+            "INSERT INTO trust_edges (source, target, score, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (source, target) DO UPDATE SET score = excluded.score, updated_at = excluded.updated_at"
+        )
+        .bind(e.source.as_str())
+        .bind(e.target.as_str())
+        .bind(e.score)
+        .bind(to_i64(e.updated_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)?;
+        Ok(existed.is_some())
+    }
+
+    async fn delete_edge(&mut self, source: &Did, target: &Did) -> Result<bool, Error> {
+        let done = on!(self, |c| sqlx::query("DELETE FROM trust_edges WHERE source = $1 AND target = $2")
+            .bind(source.as_str())
+            .bind(target.as_str())
+            .execute(c)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        Ok(done > 0)
+    }
+}

@@ -1,0 +1,269 @@
+//! Reads that need no transaction, served from the connection pool (SQLite's WAL lets them run
+//! beside the writer).
+
+use async_trait::async_trait;
+use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
+use gateway_domain::ports::{
+    CoopReads, CoopRecord, EventReads, EventRecord, HistoryQuery, LedgerReads, MemberRecord, NotificationReads,
+    NotificationRecord, RateRecord, TransactionRecord, TrustEdge, TrustReads,
+};
+
+use crate::conn::{
+    COOP_COLUMNS, CoopRow, MemberRow, NOTIFICATION_COLUMNS, NotificationRow, RateRow, TRANSACTION_COLUMNS,
+    TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
+    parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
+};
+use crate::{Backend, Store, db_error};
+
+/// Runs `$body` with `$p` bound to the backend's pool.
+macro_rules! read {
+    ($store:expr, |$p:ident| $body:expr) => {
+        match &$store.backend {
+            Backend::Sqlite($p) => $body,
+            Backend::Postgres($p) => $body,
+        }
+    };
+}
+
+fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
+    Ok((i64::from(page.limit), to_i64(page.offset)?))
+}
+
+#[async_trait]
+impl LedgerReads for Store {
+    async fn balances(&self, coop: &CoopId, account: &str) -> Result<Vec<(Currency, Amount)>, Error> {
+        let rows: Vec<(String, i64)> = read!(self, |p| sqlx::query_as(
+            "SELECT currency, balance FROM balances WHERE coop_id = $1 AND account = $2 ORDER BY currency"
+        )
+        .bind(coop.as_str())
+        .bind(account)
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter().map(|(c, b)| Ok((parse_currency(&c)?, Amount::from_micros(b)))).collect()
+    }
+
+    async fn history(&self, q: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error> {
+        let (limit, offset) = page_params(q.page)?;
+        let filter = "coop_id = $1 AND ($2 IS NULL OR from_account = $2 OR to_account = $2) \
+                      AND ($3 IS NULL OR currency = $3 OR to_currency = $3)";
+        let list = format!(
+            "SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5"
+        );
+        let count = format!("SELECT COUNT(*) FROM transactions WHERE {filter}");
+        let account = q.account.as_deref();
+        let currency = q.currency.as_ref().map(Currency::as_str);
+        let rows: Vec<TransactionRow> = read!(self, |p| sqlx::query_as(&list)
+            .bind(q.coop.as_str())
+            .bind(account)
+            .bind(currency)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(p)
+            .await)
+        .map_err(db_error)?;
+        let total: i64 = read!(self, |p| sqlx::query_scalar(&count)
+            .bind(q.coop.as_str())
+            .bind(account)
+            .bind(currency)
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        let items = rows.into_iter().map(transaction_from_row).collect::<Result<_, _>>()?;
+        Ok((items, to_u64(total)))
+    }
+
+    async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
+        let rows: Vec<(String, String, i64)> = read!(self, |p| sqlx::query_as(
+            "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances GROUP BY coop_id, currency ORDER BY coop_id, currency"
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter()
+            .map(|(c, cur, s)| Ok((parse_coop(&c)?, parse_currency(&cur)?, Amount::from_micros(s))))
+            .collect()
+    }
+
+    async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
+        let row: Option<RateRow> = read!(self, |p| sqlx::query_as(
+            "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3"
+        )
+        .bind(coop.as_str())
+        .bind(from.as_str())
+        .bind(to.as_str())
+        .fetch_optional(p)
+        .await)
+        .map_err(db_error)?;
+        row.map(rate_from_row).transpose()
+    }
+
+    async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
+        let count: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM transactions WHERE coop_id = $1")
+            .bind(coop.as_str())
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        let currencies: Vec<String> = read!(self, |p| sqlx::query_scalar(
+            "SELECT DISTINCT currency FROM balances WHERE coop_id = $1 ORDER BY currency"
+        )
+        .bind(coop.as_str())
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        Ok((to_u64(count), currencies.iter().map(|c| parse_currency(c)).collect::<Result<_, _>>()?))
+    }
+}
+
+#[async_trait]
+impl CoopReads for Store {
+    async fn coop(&self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
+        let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
+        let row: Option<CoopRow> =
+            read!(self, |p| sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(p).await).map_err(db_error)?;
+        row.map(coop_from_row).transpose()
+    }
+
+    async fn coops_of(&self, did: &Did, page: PageRequest) -> Result<(Vec<CoopRecord>, u64), Error> {
+        let (limit, offset) = page_params(page)?;
+        let sql = format!(
+            "SELECT {COOP_COLUMNS} FROM coops c JOIN members me ON me.coop_id = c.id AND me.did = $1 \
+             ORDER BY c.id LIMIT $2 OFFSET $3"
+        );
+        let rows: Vec<CoopRow> =
+            read!(self, |p| sqlx::query_as(&sql).bind(did.as_str()).bind(limit).bind(offset).fetch_all(p).await)
+                .map_err(db_error)?;
+        let total: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE did = $1")
+            .bind(did.as_str())
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        Ok((rows.into_iter().map(coop_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+    }
+
+    async fn members(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<MemberRecord>, u64), Error> {
+        let (limit, offset) = page_params(page)?;
+        let rows: Vec<MemberRow> = read!(self, |p| sqlx::query_as(
+            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3"
+        )
+        .bind(coop.as_str())
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        let total: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE coop_id = $1")
+            .bind(coop.as_str())
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        Ok((rows.into_iter().map(member_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+    }
+
+    async fn member(&self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
+        let row: Option<MemberRow> = read!(self, |p| sqlx::query_as(
+            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2"
+        )
+        .bind(coop.as_str())
+        .bind(did.as_str())
+        .fetch_optional(p)
+        .await)
+        .map_err(db_error)?;
+        row.map(member_from_row).transpose()
+    }
+}
+
+#[async_trait]
+impl NotificationReads for Store {
+    async fn notifications(
+        &self,
+        recipient: &Did,
+        unread_only: bool,
+        page: PageRequest,
+    ) -> Result<(Vec<NotificationRecord>, u64, u64), Error> {
+        let (limit, offset) = page_params(page)?;
+        let filter = if unread_only { "recipient = $1 AND read_at IS NULL" } else { "recipient = $1" };
+        let list = format!(
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3"
+        );
+        let rows: Vec<NotificationRow> =
+            read!(self, |p| sqlx::query_as(&list).bind(recipient.as_str()).bind(limit).bind(offset).fetch_all(p).await)
+                .map_err(db_error)?;
+        let total: i64 =
+            read!(self, |p| sqlx::query_scalar(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"))
+                .bind(recipient.as_str())
+                .fetch_one(p)
+                .await)
+            .map_err(db_error)?;
+        let unread: i64 = read!(self, |p| sqlx::query_scalar(
+            "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL"
+        )
+        .bind(recipient.as_str())
+        .fetch_one(p)
+        .await)
+        .map_err(db_error)?;
+        Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))
+    }
+}
+
+#[async_trait]
+impl TrustReads for Store {
+    async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error> {
+        let rows: Vec<(String, String, f64, i64)> =
+            read!(self, |p| sqlx::query_as("SELECT source, target, score, updated_at FROM trust_edges")
+                .fetch_all(p)
+                .await)
+            .map_err(db_error)?;
+        rows.into_iter()
+            .map(|(s, t, score, at)| {
+                Ok(TrustEdge { source: parse_did(&s)?, target: parse_did(&t)?, score, updated_at: to_u64(at) })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl EventReads for Store {
+    async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
+        let rows: Vec<(i64, String, i64, String)> = read!(self, |p| {
+            sqlx::query_as(
+            "SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        )
+        .bind(coop.as_str())
+        .bind(to_i64(after)?)
+        .bind(i64::from(limit))
+        .fetch_all(p)
+        .await
+        })
+        .map_err(db_error)?;
+        rows.into_iter()
+            .map(|(seq, event_type, ts, data)| {
+                Ok(EventRecord {
+                    coop_id: coop.clone(),
+                    seq: to_u64(seq),
+                    event_type,
+                    timestamp: to_u64(ts),
+                    data: parse_json(&data)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
+        let seq: Option<i64> = read!(self, |p| sqlx::query_scalar("SELECT seq FROM event_counters WHERE coop_id = $1")
+            .bind(coop.as_str())
+            .fetch_optional(p)
+            .await)
+        .map_err(db_error)?;
+        Ok(seq.map(to_u64).unwrap_or(0))
+    }
+
+    async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {
+        let seq: Option<i64> = read!(self, |p| sqlx::query_scalar("SELECT MIN(seq) FROM events WHERE coop_id = $1")
+            .bind(coop.as_str())
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        Ok(seq.map(to_u64).unwrap_or(0))
+    }
+}
