@@ -11,7 +11,7 @@ use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest, Rol
 use serde_json::json;
 
 use crate::events::{CoopEventType, emit};
-use crate::notifications::notify;
+use crate::notifications::{Note, notify};
 use crate::ports::{CoopReads, CoopRecord, CoopSettings, LedgerReads, MemberRecord, Transactor, Tx, transaction};
 
 /// A request to create a coop.
@@ -163,17 +163,13 @@ impl Coops {
                 }
                 tx.insert_member(&coop, &member).await?;
                 emit(tx, &coop, CoopEventType::MemberAdded, now, member_json(&member)).await?;
-                notify(
-                    tx,
-                    &member.did,
-                    &coop,
-                    "member_added",
-                    format!("Welcome to {}", record.name),
-                    format!("You were added to cooperative '{coop}' as {}.", member.role.as_str()),
-                    json!({ "coop_id": coop.as_str(), "role": member.role.as_str() }),
-                    now,
-                )
-                .await?;
+                let note = Note {
+                    kind: "member_added",
+                    title: format!("Welcome to {}", record.name),
+                    body: format!("You were added to cooperative '{coop}' as {}.", member.role.as_str()),
+                    data: json!({ "coop_id": coop.as_str(), "role": member.role.as_str() }),
+                };
+                notify(tx, &member.did, &coop, note, now).await?;
                 Ok(member)
             })
         })

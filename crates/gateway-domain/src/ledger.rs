@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::coops::require_coop;
 use crate::events::{CoopEventType, emit, new_id};
-use crate::notifications::notify;
+use crate::notifications::{Note, notify};
 use crate::ports::{
     ConversionLeg, CoopRecord, HistoryQuery, IdempotencyRecord, LedgerReads, QuoteRecord, RateRecord, TransactionKind,
     TransactionRecord, Transactor, Tx, transaction,
@@ -218,10 +218,10 @@ impl Ledger {
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                if let Some((idempotency, _)) = &idempotent {
-                    if let Some(stored) = replay(tx, idempotency, now).await? {
-                        return Ok((Vec::new(), Some(stored)));
-                    }
+                if let Some((idempotency, _)) = &idempotent
+                    && let Some(stored) = replay(tx, idempotency, now).await?
+                {
+                    return Ok((Vec::new(), Some(stored)));
                 }
                 let run = async {
                     let record = require_coop(tx, &coop).await?;
@@ -469,14 +469,14 @@ pub async fn transfer(
         tx.lock_balances(coop, &[(from.to_owned(), currency.clone()), (to.to_owned(), currency.clone())]).await?;
     let (from_balance, to_balance) = (balances[0], balances[1]);
     let after = from_balance.checked_sub(amount).ok_or_else(|| Error::conflict("balance out of range"))?;
-    if let Some(floor) = floor {
-        if after < floor {
-            return Err(Error::InsufficientCredit {
-                balance: from_balance,
-                credit_limit: floor,
-                currency: currency.to_string(),
-            });
-        }
+    if let Some(floor) = floor
+        && after < floor
+    {
+        return Err(Error::InsufficientCredit {
+            balance: from_balance,
+            credit_limit: floor,
+            currency: currency.to_string(),
+        });
     }
     to_balance
         .checked_add(amount)
@@ -499,17 +499,13 @@ pub async fn record_transaction(
             Some(leg) => (leg.net_target_amount, leg.to_currency.clone()),
             None => (record.amount, record.currency.clone()),
         };
-        notify(
-            tx,
-            payee,
-            &record.coop_id,
-            "payment_received",
-            "Payment received".to_owned(),
-            format!("{} paid you {amount} {currency}.", record.from),
-            json!({ "transaction_id": record.id, "from": record.from, "amount": amount, "currency": currency.as_str() }),
-            record.timestamp,
-        )
-        .await?;
+        let note = Note {
+            kind: "payment_received",
+            title: "Payment received".to_owned(),
+            body: format!("{} paid you {amount} {currency}.", record.from),
+            data: json!({ "transaction_id": record.id, "from": record.from, "amount": amount, "currency": currency.as_str() }),
+        };
+        notify(tx, payee, &record.coop_id, note, record.timestamp).await?;
     }
     Ok(())
 }
@@ -648,15 +644,15 @@ async fn convert_in(
         now,
     )?;
     let net = priced.net_target_amount;
-    if let Some(bound) = request.max_target_amount {
-        if net > bound {
-            return Err(Error::SlippageExceeded { net_target_amount: net, bound });
-        }
+    if let Some(bound) = request.max_target_amount
+        && net > bound
+    {
+        return Err(Error::SlippageExceeded { net_target_amount: net, bound });
     }
-    if let Some(bound) = request.min_target_amount {
-        if net < bound {
-            return Err(Error::SlippageExceeded { net_target_amount: net, bound });
-        }
+    if let Some(bound) = request.min_target_amount
+        && net < bound
+    {
+        return Err(Error::SlippageExceeded { net_target_amount: net, bound });
     }
     let floor = credit_floor(tx, coop, &request.from).await?;
     let payee = require_payee(tx, coop, &request.to).await?;

@@ -9,25 +9,29 @@ use serde_json::Value;
 use crate::events::new_id;
 use crate::ports::{NotificationReads, NotificationRecord, Transactor, Tx, transaction};
 
+/// What a notification says.
+#[derive(Debug, Clone)]
+pub struct Note {
+    /// Machine kind, e.g. `payment_received`.
+    pub kind: &'static str,
+    /// Short title.
+    pub title: String,
+    /// Human text.
+    pub body: String,
+    /// Structured data.
+    pub data: Value,
+}
+
 /// Stores a notification for `recipient` within the transaction.
-pub async fn notify(
-    tx: &mut dyn Tx,
-    recipient: &Did,
-    coop: &CoopId,
-    kind: &str,
-    title: String,
-    body: String,
-    data: Value,
-    now: u64,
-) -> Result<(), Error> {
+pub async fn notify(tx: &mut dyn Tx, recipient: &Did, coop: &CoopId, note: Note, now: u64) -> Result<(), Error> {
     let record = NotificationRecord {
         id: new_id(),
         recipient: recipient.clone(),
         coop_id: coop.clone(),
-        kind: kind.to_owned(),
-        title,
-        body,
-        data,
+        kind: note.kind.to_owned(),
+        title: note.title,
+        body: note.body,
+        data: note.data,
         created_at: now,
         read_at: None,
     };

@@ -1,0 +1,305 @@
+//! Behaviour every backend must share. Each test runs once per backend (see the macro at the end).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
+use gateway_domain::ledger::{Idempotency, PaymentRequest, StoredResponse};
+use gateway_domain::ports::{EventReads, HistoryQuery, LedgerReads, TrustReads};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+
+use crate::support::{Backend, Fixture, did};
+
+fn units(n: i64) -> Amount {
+    Amount::from_units(n)
+}
+
+fn hours() -> Currency {
+    Currency::parse("hours").unwrap()
+}
+
+fn payment(from: u32, to: u32, amount: Amount) -> PaymentRequest {
+    PaymentRequest { from: did(from).to_string(), to: did(to).to_string(), amount, currency: None, memo: None }
+}
+
+async fn balance(f: &Fixture, coop: &CoopId, n: u32) -> Amount {
+    let record = f.coops.get(coop).await.unwrap();
+    f.ledger.balance(&record, did(n).as_str(), None).await.unwrap().balance
+}
+
+async fn assert_zero_sum(f: &Fixture) {
+    for (coop, currency, sum) in f.ledger.balance_sums().await.unwrap() {
+        assert_eq!(sum, Amount::ZERO, "{coop}/{currency} sums to {sum}");
+    }
+}
+
+async fn coop_lifecycle(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 3).await;
+    let record = f.coops.get(&coop).await.unwrap();
+    assert_eq!(record.member_count, 3);
+    assert_eq!(record.created_by, did(0));
+    let duplicate = f
+        .coops
+        .create(
+            &did(0),
+            &coop,
+            gateway_domain::coops::NewCoop {
+                id: None,
+                name: "x".into(),
+                coop_type: "w".into(),
+                description: String::new(),
+            },
+        )
+        .await;
+    assert!(matches!(duplicate, Err(Error::Conflict { .. })));
+    assert!(matches!(f.coops.add_member(&coop, &did(1), Role::Member).await, Err(Error::Conflict { .. })));
+    assert!(matches!(f.coops.remove_member(&coop, &did(0)).await, Err(Error::Conflict { .. })), "last admin");
+    f.coops.set_role(&coop, &did(1), Role::Admin).await.unwrap();
+    f.coops.remove_member(&coop, &did(0)).await.unwrap();
+    let (members, total) = f.coops.members(&coop, PageRequest::default()).await.unwrap();
+    assert_eq!(total, 2);
+    assert!(members.iter().all(|m| m.did != did(0)));
+    let (mine, _) = f.coops.list_for(&did(1), PageRequest::default()).await.unwrap();
+    assert_eq!(mine[0].id, coop);
+}
+
+async fn payments_events_and_notifications(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 3).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    assert_eq!(before, 3, "one MemberAdded per member");
+    f.ledger.pay(&coop, payment(1, 2, units(10))).await.unwrap();
+    f.ledger.pay(&coop, payment(2, 1, Amount::from_micros(2_500_001))).await.unwrap();
+    assert_eq!(balance(&f, &coop, 1).await, Amount::from_micros(-7_499_999));
+    assert_eq!(balance(&f, &coop, 2).await, Amount::from_micros(7_499_999));
+    assert_zero_sum(&f).await;
+    let events = f.store.events_after(&coop, 0, 100).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=5).collect::<Vec<_>>(), "gapless from 1");
+    assert_eq!(events[3].event_type, "PaymentCreated");
+    assert_eq!(events[3].data["amount"], serde_json::json!(10));
+    assert_eq!(f.store.events_after(&coop, 4, 100).await.unwrap().len(), 1);
+    let inbox = f.notifications.list(&did(2), false, PageRequest::default()).await.unwrap();
+    assert_eq!(inbox.items[0].kind, "payment_received");
+    assert_eq!(inbox.unread, 2);
+    // A refused payment writes nothing: no event, no balance change.
+    let refused = f.ledger.pay(&coop, payment(1, 2, units(993))).await;
+    assert!(matches!(refused, Err(Error::InsufficientCredit { .. })), "{refused:?}");
+    assert_eq!(f.store.current_seq(&coop).await.unwrap(), 5);
+    let (history, total) = f
+        .ledger
+        .history(HistoryQuery {
+            coop: coop.clone(),
+            account: Some(did(1).to_string()),
+            currency: None,
+            page: PageRequest::default(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    assert_eq!(history[0].amount, Amount::from_micros(2_500_001), "newest first");
+}
+
+async fn idempotent_payments(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 2).await;
+    let key = |hash: &str| Idempotency { key: "c1/k".into(), request_hash: hash.into() };
+    let render = || {
+        Box::new(|r: &Result<gateway_domain::ports::TransactionRecord, Error>| match r {
+            Ok(t) => (201, t.id.clone()),
+            Err(e) => (409, e.to_string()),
+        })
+    };
+    let first = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
+    let again = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
+    assert_eq!(first, again);
+    assert_eq!(balance(&f, &coop, 0).await, units(-3), "one payment only");
+    let other = f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await;
+    assert!(matches!(other, Err(Error::Conflict { .. })));
+    // After 24 h the key may be used again.
+    f.clock.advance_secs(24 * 3600 + 1);
+    let later: StoredResponse =
+        f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await.unwrap();
+    assert_eq!(later.status, 201);
+}
+
+async fn trust_edges_survive_reload(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    f.trust.set_edge(&did(1), &did(2), 0.7).await.unwrap();
+    f.trust.set_edge(&did(2), &did(3), 0.5).await.unwrap();
+    f.trust.remove_edge(&did(1), &did(2)).await.unwrap();
+    let edges = f.store.all_edges().await.unwrap();
+    assert_eq!(edges.len(), 1);
+    assert_eq!(edges[0].target, did(3));
+    assert!(matches!(f.trust.remove_edge(&did(1), &did(2)).await, Err(Error::NotFound { .. })));
+}
+
+/// Many tasks paying concurrently end with the balances of a serial replay of what succeeded.
+async fn concurrent_payments_equal_a_serial_replay(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 6).await;
+    let ledger = Arc::new(f.ledger.clone());
+    let mut tasks = Vec::new();
+    for task in 0..12u64 {
+        let (ledger, coop) = (ledger.clone(), coop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(task);
+            for _ in 0..25 {
+                let from = rng.gen_range(0..6);
+                let to = (from + rng.gen_range(1..6)) % 6;
+                let amount = Amount::from_micros(rng.gen_range(1..400_000_000));
+                match ledger.pay(&coop, payment(from, to, amount)).await {
+                    Ok(_) | Err(Error::InsufficientCredit { .. }) => {}
+                    Err(other) => panic!("unexpected {other:?}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_zero_sum(&f).await;
+    let (mut history, total) = f
+        .ledger
+        .history(HistoryQuery {
+            coop: coop.clone(),
+            account: None,
+            currency: None,
+            page: PageRequest { limit: 100, offset: 0 },
+        })
+        .await
+        .unwrap();
+    let mut offset = 100;
+    while (history.len() as u64) < total {
+        let page = PageRequest { limit: 100, offset };
+        history.extend(
+            f.ledger.history(HistoryQuery { coop: coop.clone(), account: None, currency: None, page }).await.unwrap().0,
+        );
+        offset += 100;
+    }
+    let mut replay: BTreeMap<String, i64> = BTreeMap::new();
+    for t in history.iter().rev() {
+        *replay.entry(t.from.clone()).or_default() -= t.amount.micros();
+        *replay.entry(t.to.clone()).or_default() += t.amount.micros();
+    }
+    for n in 0..6 {
+        let expected = replay.get(did(n).as_str()).copied().unwrap_or(0);
+        assert_eq!(balance(&f, &coop, n).await.micros(), expected, "member {n}");
+        assert!(expected >= -1_000_000_000, "member {n} below the credit limit");
+    }
+    // Every successful payment has exactly one event, numbered without gaps.
+    let events = f.store.events_after(&coop, 0, 10_000).await.unwrap();
+    assert_eq!(events.len() as u64, 6 + total);
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+}
+
+/// Restarting on the same file keeps everything acknowledged.
+async fn reopening_keeps_committed_state(backend: Backend) {
+    if !matches!(backend, Backend::SqliteFile | Backend::Postgres) {
+        return;
+    }
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 2).await;
+    f.ledger.pay(&coop, payment(0, 1, units(5))).await.unwrap();
+    let spec = f.spec.clone();
+    let reopened = Fixture::at(spec, None).await;
+    assert_eq!(balance(&reopened, &coop, 1).await, units(5));
+    assert_eq!(reopened.store.current_seq(&coop).await.unwrap(), 3);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Pay { from: u32, to: u32, micros: i64 },
+    Batch { atomic: bool, items: Vec<(u32, u32, i64)> },
+    Convert { from: u32, to: u32, micros: i64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let member = 0u32..4;
+    prop_oneof![
+        (member.clone(), member.clone(), 1i64..800_000_000).prop_map(|(from, to, micros)| Op::Pay { from, to, micros }),
+        (any::<bool>(), proptest::collection::vec((member.clone(), member.clone(), 1i64..600_000_000), 1..5))
+            .prop_map(|(atomic, items)| Op::Batch { atomic, items }),
+        (member.clone(), member, 1i64..500_000_000).prop_map(|(from, to, micros)| Op::Convert { from, to, micros }),
+    ]
+}
+
+async fn run_ops(f: &Fixture, ops: Vec<Op>) {
+    let coop = CoopId::parse("c1").unwrap();
+    for op in ops {
+        // Refusals are expected; what matters is what the ledger looks like afterwards.
+        let _ = match op {
+            Op::Pay { from, to, micros } => {
+                f.ledger.pay(&coop, payment(from, to, Amount::from_micros(micros))).await.map(|_| ())
+            }
+            Op::Batch { atomic, items } => {
+                let items = items.into_iter().map(|(from, to, m)| payment(from, to, Amount::from_micros(m))).collect();
+                f.ledger.batch(&coop, items, atomic).await.map(|_| ())
+            }
+            Op::Convert { from, to, micros } => f
+                .ledger
+                .convert(
+                    &coop,
+                    gateway_domain::ledger::ConversionRequest {
+                        from: did(from).to_string(),
+                        to: did(to).to_string(),
+                        amount: Amount::from_micros(micros),
+                        from_currency: hours(),
+                        to_currency: Currency::parse("eur").unwrap(),
+                        max_target_amount: None,
+                        min_target_amount: None,
+                        quote_id: None,
+                    },
+                )
+                .await
+                .map(|_| ()),
+        };
+    }
+    assert_zero_sum(f).await;
+    for n in 0..4 {
+        for (currency, b) in f.store.balances(&coop, did(n).as_str()).await.unwrap() {
+            assert!(b >= units(-1000), "member {n} at {b} {currency} is below its floor");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Any sequence of payments, batches and conversions keeps every coop/currency at exactly
+    /// zero and no member below its floor.
+    #[test]
+    fn zero_sum_and_floors_hold_for_any_sequence(ops in proptest::collection::vec(op(), 1..25)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let f = Fixture::open(Backend::Memory).await.unwrap();
+            let coop = f.coop("c1", 4).await;
+            f.ledger.set_rate(&coop, &did(0), hours(), Currency::parse("eur").unwrap(), Amount::from_micros(1_333_333)).await.unwrap();
+            run_ops(&f, ops).await;
+        });
+    }
+}
+
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test] async fn $test() { super::$test(crate::support::Backend::Memory).await })*
+        }
+        mod sqlite_file {
+            $(#[tokio::test] async fn $test() { super::$test(crate::support::Backend::SqliteFile).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test(crate::support::Backend::Postgres).await })*
+        }
+    };
+}
+
+conformance!(
+    coop_lifecycle,
+    payments_events_and_notifications,
+    idempotent_payments,
+    trust_edges_survive_reload,
+    concurrent_payments_equal_a_serial_replay,
+    reopening_keeps_committed_state,
+);

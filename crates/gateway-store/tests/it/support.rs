@@ -1,0 +1,94 @@
+//! Opening a fresh store of each backend, and the domain services over it.
+
+use std::sync::Arc;
+
+use gateway_core::{CoopId, Did, ManualClock, Role};
+use gateway_domain::coops::{Coops, NewCoop};
+use gateway_domain::ledger::Ledger;
+use gateway_domain::notifications::Notifications;
+use gateway_domain::trust::{Trust, TrustGraph};
+use gateway_store::{Store, StoreSpec};
+
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Memory,
+    SqliteFile,
+    Postgres,
+}
+
+pub struct Fixture {
+    pub store: Arc<Store>,
+    pub coops: Coops,
+    pub ledger: Ledger,
+    pub trust: Trust,
+    pub notifications: Notifications,
+    pub clock: ManualClock,
+    _dir: Option<tempfile::TempDir>,
+    pub spec: StoreSpec,
+}
+
+pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
+
+/// A fresh PostgreSQL schema's URL, or `None` when the variable is unset.
+pub async fn postgres_url() -> Option<String> {
+    let url = std::env::var(POSTGRES_VAR).ok()?;
+    let schema = format!("t_{}", gateway_domain::events::new_id());
+    let pool = sqlx::PgPool::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
+    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
+    pool.close().await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+}
+
+impl Fixture {
+    /// A fresh store; `None` when the backend is not configured here.
+    pub async fn open(backend: Backend) -> Option<Self> {
+        let mut dir = None;
+        let spec = match backend {
+            Backend::Memory => StoreSpec::Memory,
+            Backend::SqliteFile => {
+                let d = tempfile::tempdir().unwrap();
+                let spec = StoreSpec::SqliteFile(d.path().join("gw.db").display().to_string());
+                dir = Some(d);
+                spec
+            }
+            Backend::Postgres => StoreSpec::Postgres(postgres_url().await?),
+        };
+        Some(Self::at(spec, dir).await)
+    }
+
+    pub async fn at(spec: StoreSpec, dir: Option<tempfile::TempDir>) -> Self {
+        let store = Arc::new(Store::open(&spec).await.expect("open store"));
+        let clock = ManualClock::at_secs(1_800_000_000);
+        let shared: Arc<dyn gateway_core::Clock> = Arc::new(clock.clone());
+        let edges = gateway_domain::ports::TrustReads::all_edges(store.as_ref()).await.unwrap();
+        let graph = Arc::new(TrustGraph::new(vec![], 0.9, edges));
+        Self {
+            coops: Coops::new(store.clone(), store.clone(), store.clone(), shared.clone()),
+            ledger: Ledger::new(store.clone(), store.clone(), graph.clone(), shared.clone()),
+            trust: Trust::new(store.clone(), store.clone(), graph, shared.clone()),
+            notifications: Notifications::new(store.clone(), store.clone(), shared),
+            store,
+            clock,
+            _dir: dir,
+            spec,
+        }
+    }
+
+    /// A coop with member DIDs `did(0)` (admin) … `did(n-1)`.
+    pub async fn coop(&self, id: &str, n: u32) -> CoopId {
+        let coop = CoopId::parse(id).unwrap();
+        let request = NewCoop { id: None, name: id.into(), coop_type: "worker".into(), description: String::new() };
+        self.coops.create(&did(0), &coop, request).await.unwrap();
+        for i in 1..n {
+            self.coops.add_member(&coop, &did(i), Role::Member).await.unwrap();
+        }
+        coop
+    }
+}
+
+pub fn did(n: u32) -> Did {
+    Did::parse(&format!("did:key:z6Mktest{n}")).unwrap()
+}
