@@ -109,6 +109,8 @@ pub struct StoredResponse {
     pub status: u16,
     /// Body.
     pub body: String,
+    /// Whether this is a replay of an earlier request's answer (nothing new was done).
+    pub replayed: bool,
 }
 
 /// Balances of one account.
@@ -396,7 +398,7 @@ async fn replay(tx: &mut dyn Tx, idempotency: &Idempotency, now: u64) -> Result<
     match tx.idempotency_get(&idempotency.key, not_before).await? {
         None => Ok(None),
         Some(stored) if stored.request_hash == idempotency.request_hash => {
-            Ok(Some(StoredResponse { status: stored.status, body: stored.body }))
+            Ok(Some(StoredResponse { status: stored.status, body: stored.body, replayed: true }))
         }
         Some(_) => Err(Error::conflict("the Idempotency-Key was already used with another request")),
     }
@@ -422,7 +424,7 @@ async fn remember<T>(
         created_at: now,
     };
     tx.idempotency_put(&record).await?;
-    Ok(StoredResponse { status, body })
+    Ok(StoredResponse { status, body, replayed: false })
 }
 
 /// The payer's floor: the member's override, else the coop's limit.

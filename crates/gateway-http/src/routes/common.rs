@@ -96,8 +96,15 @@ pub fn render<T>(ok_status: u16, to_json: impl FnOnce(&T) -> Value, result: &Res
     }
 }
 
-/// A stored response as an HTTP response.
+/// The header marking a replayed idempotent answer.
+pub const REPLAYED: &str = "idempotent-replayed";
+
+/// A stored response as an HTTP response; replays carry `Idempotent-Replayed: true`.
 pub fn stored(response: StoredResponse) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], response.body).into_response()
+    let mut answer = (status, [(axum::http::header::CONTENT_TYPE, "application/json")], response.body).into_response();
+    if response.replayed {
+        answer.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
+    }
+    answer
 }

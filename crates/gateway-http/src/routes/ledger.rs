@@ -93,8 +93,8 @@ impl PaymentBody {
     }
 }
 
-/// Runs a payment-creating operation under a velocity permit: the permit is kept only when the
-/// answer is a success.
+/// Runs a payment-creating operation under velocity permits (one per payment): they are kept
+/// only when the answer is a new success.
 async fn with_velocity<F, Fut>(state: &AppState, payer: &Did, count: usize, operation: F) -> ApiResult<Response>
 where
     F: FnOnce() -> Fut,
@@ -111,8 +111,9 @@ where
         }
     }
     let result = operation().await;
-    let succeeded = result.as_ref().is_ok_and(|r| r.status().is_success());
-    if !succeeded {
+    // Only a new success counts: refusals and replays of an earlier answer give the slot back.
+    let counted = result.as_ref().is_ok_and(|r| r.status().is_success() && !r.headers().contains_key(common::REPLAYED));
+    if !counted {
         permits.into_iter().for_each(|p| p.cancel());
     }
     result

@@ -125,6 +125,8 @@ async fn idempotency_key_replays_and_refuses_other_bodies() {
     let again = pay_with_key(&app, &tokens[0], "k1", pay_body(2, 3, json!(5))).await;
     assert_eq!(again.status, StatusCode::CREATED);
     assert_eq!(again.body, first.body, "the same response, not a second payment");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert!(!first.headers.contains_key("idempotent-replayed"));
     let balance = app.get(&format!("/v1/ledger/c1/balance/{}", did_of(2)), &tokens[0]).await;
     assert_eq!(balance.body["balance"], json!(-5));
     let other = pay_with_key(&app, &tokens[0], "k1", pay_body(2, 3, json!(6))).await;

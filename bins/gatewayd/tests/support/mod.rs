@@ -1,0 +1,132 @@
+//! Shared by the binary's test targets: start `gatewayd` on port 0 and talk HTTP/1.1 to it.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ed25519_dalek::{Signer, SigningKey};
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+pub const SECRET: &str = "an-end-to-end-secret-of-32-bytes!!";
+
+pub struct Gateway {
+    pub child: Child,
+    pub api: String,
+    pub metrics: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `gatewayd` on a SQLite file in `dir` with extra flags; waits for its addresses.
+pub fn start(dir: &Path, extra: &[&str]) -> Gateway {
+    let store = format!("sqlite:{}", dir.join("gw.db").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
+        .args(extra)
+        .env("ICN_GATEWAY_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut api, mut metrics) = (None, None);
+    while api.is_none() || metrics.is_none() {
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("gatewayd did not report its addresses");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            api = Some(rest.trim().to_owned());
+        }
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            metrics = Some(rest.trim().trim_end_matches("/metrics").to_owned());
+        }
+    }
+    Gateway { child, api: api.unwrap(), metrics: metrics.unwrap() }
+}
+
+/// One request on a fresh connection; `None` when the connection fails (e.g. the server died).
+pub async fn try_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> Option<(u16, String)> {
+    let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(conn);
+    let mut builder = Request::builder().method(method).uri(path).header("host", addr);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let body = match body {
+        Some(b) => {
+            builder = builder.header("content-type", "application/json");
+            Full::new(Bytes::from(b.to_string()))
+        }
+        None => Full::new(Bytes::new()),
+    };
+    let response = sender.send_request(builder.body(body).unwrap()).await.ok()?;
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.ok()?.to_bytes();
+    Some((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+pub async fn request(addr: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, String) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| vec![("authorization", a)]).unwrap_or_default();
+    try_request(addr, method, path, body, &headers).await.expect("request failed")
+}
+
+pub async fn json_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let (status, text) = request(addr, method, path, body, token).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub fn signing_key(seed: u8) -> (SigningKey, String) {
+    let signing = SigningKey::from_bytes(&[seed; 32]);
+    let did =
+        gateway_core::Did::key_from_public_key(&gateway_core::Ed25519PublicKey(signing.verifying_key().to_bytes()));
+    (signing, did.to_string())
+}
+
+/// Logs in with a real key; returns the token.
+pub async fn login(addr: &str, seed: u8, coop: &str, scopes: &[&str]) -> String {
+    let (signing, did) = signing_key(seed);
+    let (_, challenge) = json_request(addr, "POST", "/v1/auth/challenge", Some(json!({ "did": did })), None).await;
+    let signature = hex::encode(signing.sign(challenge["nonce"].as_str().unwrap().as_bytes()).to_bytes());
+    let (status, token) = json_request(
+        addr,
+        "POST",
+        "/v1/auth/verify",
+        Some(json!({ "did": did, "signature": signature, "coop_id": coop, "scopes": scopes })),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{token}");
+    token["token"].as_str().unwrap().to_owned()
+}
