@@ -1,8 +1,11 @@
-//! Project automation behind `cargo xtask`: the one test command, and the benchmark harness.
+//! Project automation behind `cargo xtask`: the one test command, and the load harness.
 //!
 //! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL and
 //! Redis at the local services unless `GATEWAY_TEST_POSTGRES_URL` / `GATEWAY_TEST_REDIS_URL` are
-//! already set. It uses only the standard library so it builds in seconds.
+//! already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
+//! TCP (see `bench.rs`).
+
+mod bench;
 
 use std::env;
 use std::process::{Command, ExitCode};
@@ -14,8 +17,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
+        Some("bench") => bench::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask test [cargo test args…]");
+            eprintln!(
+                "usage: cargo xtask test [cargo test args…]\n       cargo xtask bench [--seconds N] [--connections N] [--scenario payments|balance|peer|all]"
+            );
             ExitCode::from(2)
         }
     }
@@ -23,7 +29,7 @@ fn main() -> ExitCode {
 
 /// Runs `cargo test --workspace` with the service URLs the storage tests read.
 fn test(extra: &[String]) -> ExitCode {
-    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);
     for (name, default) in
         [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
@@ -33,6 +39,10 @@ fn test(extra: &[String]) -> ExitCode {
         }
     }
     run(&mut command)
+}
+
+fn cargo() -> Command {
+    Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 fn run(command: &mut Command) -> ExitCode {

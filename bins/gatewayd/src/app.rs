@@ -75,6 +75,7 @@ pub(crate) async fn run(
         clock: Arc::new(SystemClock),
         limiter_clock: Arc::new(gateway_limits::SystemClock::new()),
         membership_ttl: Duration::from_secs(1),
+        receipt_keys: Arc::new(crate::keys::KeystoreKeys::load(config.keystore.clone()).await),
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     tasks::spawn_background(&state, store.postgres_pool().is_some());

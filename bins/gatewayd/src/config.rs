@@ -40,6 +40,19 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Manage the governance signing keystore.
+    Keystore {
+        /// What to do with the keystore.
+        #[command(subcommand)]
+        action: KeystoreAction,
+    },
+}
+
+/// `gatewayd keystore …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeystoreAction {
+    /// Create a new encrypted signing key at --keystore, with the passphrase from ICN_PASSPHRASE.
+    Init,
 }
 
 /// `gatewayd config …`.

@@ -6,16 +6,20 @@
 
 mod app;
 mod config;
+mod keys;
 mod tasks;
 
 use clap::Parser;
 
-use crate::config::{Cli, Command, ConfigAction, GatewayConfig};
+use crate::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing();
+    if let Some(Command::Keystore { action: KeystoreAction::Init }) = cli.command {
+        return keystore_init(cli.settings.keystore);
+    }
     let config = GatewayConfig::resolve(cli.settings)?;
     match cli.command {
         None | Some(Command::Serve) => app::run(config, shutdown_signal()).await,
@@ -23,7 +27,20 @@ async fn main() -> anyhow::Result<()> {
             println!("configuration is valid\n{}", config.summary());
             Ok(())
         }
+        Some(Command::Keystore { .. }) => unreachable!("handled above"),
     }
+}
+
+/// `gatewayd keystore init --keystore <path>`: a new Ed25519 key, encrypted under
+/// `ICN_PASSPHRASE`; refuses to overwrite an existing keystore.
+fn keystore_init(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let path = path.ok_or_else(|| anyhow::anyhow!("keystore init needs --keystore <path>"))?;
+    let passphrase = std::env::var(keys::PASSPHRASE_VAR)
+        .map_err(|_| anyhow::anyhow!("set {} to the passphrase that will protect the key", keys::PASSPHRASE_VAR))?;
+    let public = gateway_auth::keystore::init(&path, &passphrase)?;
+    let did = gateway_core::Did::key_from_public_key(&gateway_core::Ed25519PublicKey(public.to_bytes()));
+    println!("created {}\npublic key {}\nsigner     {did}", path.display(), hex::encode(public.to_bytes()));
+    Ok(())
 }
 
 /// Logs go to stdout; `RUST_LOG` filters (default `info`), `ICN_GATEWAY_LOG_FORMAT=json` gives

@@ -1,4 +1,5 @@
-//! Background work of a running gateway: limiter eviction, ledger gauges, and (when replicas
+//! Background work of a running gateway: limiter eviction, the proposal sweeper, ledger gauges and the integrity audit
+//! behind `icn_ledger_entries_quarantined`, and (when replicas
 //! share PostgreSQL) refreshing the trust graph written by other replicas.
 
 use std::collections::BTreeMap;
@@ -33,6 +34,28 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool) {
             match ledger.balance_sums().await {
                 Ok(sums) => export_balance_sums(&sums, &mut exported),
                 Err(err) => tracing::warn!("could not read ledger sums: {err}"),
+            }
+            match ledger.unreconciled_accounts().await {
+                Ok(count) => {
+                    if count > 0 {
+                        tracing::error!(count, "ledger accounts do not reconcile with their transactions");
+                    }
+                    metrics::gauge!("icn_ledger_entries_quarantined").set(count as f64);
+                }
+                Err(err) => tracing::warn!("could not audit the ledger: {err}"),
+            }
+        }
+    });
+
+    let governance = state.governance.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            match governance.sweep().await {
+                Ok(0) => {}
+                Ok(closed) => tracing::info!(closed, "closed proposals whose voting time ended"),
+                Err(err) => tracing::warn!("the proposal sweeper failed: {err}"),
             }
         }
     });

@@ -11,6 +11,7 @@
 
 pub mod challenge;
 pub mod error;
+pub mod keystore;
 pub mod policy;
 pub mod signature;
 pub mod token;

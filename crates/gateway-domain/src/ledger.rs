@@ -382,6 +382,11 @@ impl Ledger {
         self.reads.balance_sums().await
     }
 
+    /// Accounts whose balance does not reconcile with their transactions (zero when sound).
+    pub async fn unreconciled_accounts(&self) -> Result<u64, Error> {
+        self.reads.unreconciled_accounts().await
+    }
+
     /// Number of transactions and currencies of a coop.
     pub async fn stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
         self.reads.coop_ledger_stats(coop).await

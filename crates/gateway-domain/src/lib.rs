@@ -7,6 +7,7 @@
 
 pub mod coops;
 pub mod events;
+pub mod governance;
 pub mod ledger;
 pub mod notifications;
 pub mod ports;

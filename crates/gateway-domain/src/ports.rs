@@ -25,6 +25,25 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub type ErasedJob =
     Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<Box<dyn Any + Send>, Error>> + Send>;
 
+/// "Coop `coop_id` has committed events up to `seq`": the signal the event stream wakes on. The
+/// events themselves are read from the outbox by sequence number, so a lost or duplicated
+/// signal costs a read, never an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoopSignal {
+    /// The coop.
+    pub coop_id: CoopId,
+    /// A sequence number it has reached.
+    pub seq: u64,
+}
+
+/// Announces committed events: in-process after each commit, and (PostgreSQL) from other
+/// replicas through LISTEN/NOTIFY.
+pub trait EventFeed: Send + Sync + fmt::Debug {
+    /// A receiver of every signal from now on. A receiver that falls behind gets `Lagged` and
+    /// should re-read the outbox by sequence number.
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<CoopSignal>;
+}
+
 /// Whether the store answers, for health and readiness probes.
 #[async_trait]
 pub trait StoreHealth: Send + Sync + fmt::Debug {
@@ -62,9 +81,9 @@ where
 }
 
 /// Everything one transaction can touch.
-pub trait Tx: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + Send {}
+pub trait Tx: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + Send {}
 
-impl<T: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + Send> Tx for T {}
+impl<T: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + Send> Tx for T {}
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -389,6 +408,131 @@ pub trait TrustTx: Send {
     async fn delete_edge(&mut self, source: &Did, target: &Did) -> Result<bool, Error>;
 }
 
+/// A governance domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DomainRecord {
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Id within the coop.
+    pub domain_id: String,
+    /// Display name.
+    pub name: String,
+    /// Who may vote.
+    pub members: Vec<Did>,
+    /// Quorum override (else the coop's setting).
+    pub quorum_percent: Option<u32>,
+    /// Default rule of its proposals (`majority` when absent).
+    pub rule: Option<String>,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A proposal as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposalRecord {
+    /// Id.
+    pub id: String,
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Domain.
+    pub domain_id: String,
+    /// Title.
+    pub title: String,
+    /// Description.
+    pub description: String,
+    /// The tagged payload (`{"type": …}`).
+    pub payload: Value,
+    /// Decision rule.
+    pub rule: String,
+    /// Author.
+    pub author: Did,
+    /// `draft`, `open` or `closed`.
+    pub status: String,
+    /// Seconds of voting once opened.
+    pub voting_duration_secs: u64,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// When opened.
+    pub opened_at: Option<u64>,
+    /// When voting ends.
+    pub closes_at: Option<u64>,
+    /// When closed.
+    pub closed_at: Option<u64>,
+    /// `Approved`, `Rejected` or `NoQuorum`, once closed.
+    pub outcome: Option<String>,
+    /// `(for, against, abstain)`, once closed.
+    pub tally: Option<(u64, u64, u64)>,
+    /// Why no receipt was stored at close, if none was.
+    pub receipt_unavailable: Option<String>,
+}
+
+/// A delegation as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegationRecord {
+    /// Id.
+    pub id: String,
+    /// Cooperative.
+    pub coop_id: CoopId,
+    /// Who delegates.
+    pub delegator: Did,
+    /// To whom.
+    pub delegate: Did,
+    /// `blanket`, `domain:<id>` or `proposal:<id>`.
+    pub scope: String,
+    /// Unix seconds, exclusive.
+    pub expires_at: Option<u64>,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A governance signing key, current or retired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigningKeyRecord {
+    /// 32-byte Ed25519 key, hex.
+    pub public_key: String,
+    /// Its `did:key`.
+    pub did: String,
+    /// Unix seconds.
+    pub valid_from: u64,
+    /// Unix seconds; `None` for the current key.
+    pub valid_until: Option<u64>,
+}
+
+/// Governance writes (and reads that must see the transaction).
+#[async_trait]
+pub trait GovTx: Send {
+    /// A domain of the coop.
+    async fn domain(&mut self, coop: &CoopId, domain_id: &str) -> Result<Option<DomainRecord>, Error>;
+    /// Creates a domain.
+    async fn insert_domain(&mut self, domain: &DomainRecord) -> Result<(), Error>;
+    /// A proposal of the coop.
+    async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
+    /// Creates a proposal.
+    async fn insert_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
+    /// Replaces a proposal's mutable fields (status, times, outcome, tally).
+    async fn update_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
+    /// Sets a voter's vote; returns whether it replaced an earlier one.
+    async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error>;
+    /// Every direct vote of a proposal: (voter, choice).
+    async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error>;
+    /// Creates a delegation.
+    async fn insert_delegation(&mut self, delegation: &DelegationRecord) -> Result<(), Error>;
+    /// Every delegation of the coop (revoked ones excluded).
+    async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error>;
+    /// Deletes a delegation of this delegator; returns whether it existed.
+    async fn delete_delegation(&mut self, coop: &CoopId, delegator: &Did, id: &str) -> Result<bool, Error>;
+    /// Stores a receipt (unique per proposal and per (timestamp, proposal)).
+    async fn insert_receipt(
+        &mut self,
+        coop: &CoopId,
+        proposal_id: &str,
+        timestamp: u64,
+        body: &Value,
+    ) -> Result<(), Error>;
+    /// Registers a key as current from `valid_from`, retiring the previous current key then.
+    async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error>;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reads outside transactions
 
@@ -418,6 +562,9 @@ pub trait LedgerReads: Send + Sync + fmt::Debug {
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error>;
     /// Number of transactions and distinct currencies of a coop.
     async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error>;
+    /// Accounts whose stored balance differs from the sum of their transactions' legs: the
+    /// ledger's integrity audit (zero when sound).
+    async fn unreconciled_accounts(&self) -> Result<u64, Error>;
 }
 
 /// Cooperative reads.
@@ -452,6 +599,36 @@ pub trait TrustReads: Send + Sync + fmt::Debug {
     async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error>;
 }
 
+/// A proposal list query.
+#[derive(Debug, Clone)]
+pub struct ProposalQuery {
+    /// Cooperative.
+    pub coop: CoopId,
+    /// Only this domain.
+    pub domain: Option<String>,
+    /// Only this status.
+    pub status: Option<String>,
+    /// Page.
+    pub page: PageRequest,
+}
+
+/// Governance reads.
+#[async_trait]
+pub trait GovReads: Send + Sync + fmt::Debug {
+    /// Domains of a coop.
+    async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error>;
+    /// A page of proposals (newest first) and the total.
+    async fn proposals(&self, query: &ProposalQuery) -> Result<(Vec<ProposalRecord>, u64), Error>;
+    /// All and open proposals of a coop.
+    async fn proposal_counts(&self, coop: &CoopId) -> Result<(u64, u64), Error>;
+    /// Open proposals whose voting time has ended: (coop, id).
+    async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error>;
+    /// A stored receipt.
+    async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<Value>, Error>;
+    /// Every signing key, current and retired, oldest first.
+    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error>;
+}
+
 /// Event outbox reads, for the WebSocket stream.
 #[async_trait]
 pub trait EventReads: Send + Sync + fmt::Debug {
@@ -461,4 +638,8 @@ pub trait EventReads: Send + Sync + fmt::Debug {
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error>;
     /// Lowest retained sequence number of a coop (0 when none).
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error>;
+    /// Deletes events that are both beyond the newest `keep_last` of their coop and older than
+    /// `older_than` (Unix seconds): retention keeps whichever of the two is more. Returns how
+    /// many were deleted.
+    async fn prune_events(&self, keep_last: u64, older_than: u64) -> Result<u64, Error>;
 }

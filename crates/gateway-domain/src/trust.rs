@@ -2,8 +2,8 @@
 //!
 //! A DID's score is 1.0 for a configured anchor; otherwise the maximum, over all paths from an
 //! anchor, of the product of the edge scores along the path; otherwise the configured default.
-//! Scores are computed in memory and published as an immutable snapshot, so a lookup on the
-//! request path is one hash-map read. Raising or adding an edge only raises scores, so it is
+//! Scores are computed in memory and kept behind a read-write lock, so a lookup on the request
+//! path is one hash-map read under a read lock. Raising or adding an edge only raises scores, so it is
 //! propagated incrementally from the edge; lowering or removing one recomputes the snapshot
 //! (a max-product Dijkstra from the anchors, O(E log V)). This module stores edges only through
 //! its ports.
@@ -112,14 +112,14 @@ impl Snapshot {
 pub struct TrustGraph {
     anchors: HashSet<Did>,
     default_score: f64,
-    snapshot: RwLock<Arc<Snapshot>>,
+    snapshot: RwLock<Snapshot>,
 }
 
 impl TrustGraph {
     /// A graph with its anchors and default score, and the given edges.
     pub fn new(anchors: Vec<Did>, default_score: f64, edges: Vec<TrustEdge>) -> Self {
         let graph =
-            Self { anchors: anchors.into_iter().collect(), default_score, snapshot: RwLock::new(Arc::default()) };
+            Self { anchors: anchors.into_iter().collect(), default_score, snapshot: RwLock::new(Snapshot::default()) };
         graph.replace_edges(edges);
         graph
     }
@@ -132,12 +132,12 @@ impl TrustGraph {
             snapshot.outgoing.entry(edge.source.clone()).or_default().insert(edge.target.clone(), edge);
         }
         snapshot.recompute(&self.anchors);
-        *self.snapshot.write().expect("trust lock") = Arc::new(snapshot);
+        *self.snapshot.write().expect("trust lock") = snapshot;
     }
 
     /// The score of a DID: O(1).
     pub fn score(&self, did: &Did) -> f64 {
-        let snapshot = self.snapshot.read().expect("trust lock").clone();
+        let snapshot = self.snapshot.read().expect("trust lock");
         match snapshot.scores.get(did) {
             Some(&score) if score > 0.0 => score,
             _ if self.anchors.contains(did) => 1.0,
@@ -147,7 +147,7 @@ impl TrustGraph {
 
     /// Outgoing and incoming edges of a DID.
     pub fn edges_of(&self, did: &Did) -> (Vec<TrustEdge>, Vec<TrustEdge>) {
-        let snapshot = self.snapshot.read().expect("trust lock").clone();
+        let snapshot = self.snapshot.read().expect("trust lock");
         let mut outgoing: Vec<TrustEdge> =
             snapshot.outgoing.get(did).map(|m| m.values().cloned().collect()).unwrap_or_default();
         let mut incoming: Vec<TrustEdge> = snapshot
@@ -164,8 +164,7 @@ impl TrustGraph {
 
     /// Applies a set or replaced edge.
     pub fn apply_set(&self, edge: TrustEdge) {
-        let mut guard = self.snapshot.write().expect("trust lock");
-        let mut snapshot = (**guard).clone();
+        let mut snapshot = self.snapshot.write().expect("trust lock");
         let previous = snapshot.outgoing.get(&edge.source).and_then(|m| m.get(&edge.target)).map(|e| e.score);
         snapshot.incoming.entry(edge.target.clone()).or_default().insert(edge.source.clone());
         let source = edge.source.clone();
@@ -179,13 +178,11 @@ impl TrustGraph {
         } else {
             snapshot.recompute(&self.anchors);
         }
-        *guard = Arc::new(snapshot);
     }
 
     /// Applies a removed edge.
     pub fn apply_remove(&self, source: &Did, target: &Did) {
-        let mut guard = self.snapshot.write().expect("trust lock");
-        let mut snapshot = (**guard).clone();
+        let mut snapshot = self.snapshot.write().expect("trust lock");
         if let Some(edges) = snapshot.outgoing.get_mut(source) {
             edges.remove(target);
         }
@@ -193,7 +190,6 @@ impl TrustGraph {
             sources.remove(source);
         }
         snapshot.recompute(&self.anchors);
-        *guard = Arc::new(snapshot);
     }
 
     /// Number of edges.
@@ -321,8 +317,7 @@ mod tests {
                 if a == b { continue; }
                 if remove { graph.apply_remove(&did(a), &did(b)); } else { graph.apply_set(edge(a, b, score)); }
             }
-            let snapshot = graph.snapshot.read().unwrap().clone();
-            let edges: Vec<TrustEdge> = snapshot.outgoing.values().flat_map(|m| m.values().cloned()).collect();
+            let edges: Vec<TrustEdge> = graph.snapshot.read().unwrap().outgoing.values().flat_map(|m| m.values().cloned()).collect();
             let fresh = TrustGraph::new(vec![did(0)], 0.0, edges);
             for n in 0..6 {
                 proptest::prop_assert!((graph.score(&did(n)) - fresh.score(&did(n))).abs() < 1e-12);

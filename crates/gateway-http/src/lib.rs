@@ -36,7 +36,7 @@ pub use error::{ApiError, ApiResult};
 pub use state::{AppState, CorsMode, HttpConfig};
 
 use crate::middleware::REQUEST_ID;
-use crate::routes::{auth, coops, health, identity, ledger, notifications, trust};
+use crate::routes::{auth, coops, governance, health, identity, ledger, notifications, trust};
 
 /// The login routes: public, behind the IP rate-limit layer.
 fn login_routes() -> OpenApiRouter<AppState> {
@@ -51,6 +51,7 @@ fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::readyz))
         .routes(routes!(identity::resolve))
         .routes(routes!(coops::stats))
+        .routes(routes!(governance::signing_keys))
 }
 
 /// Routes behind the `authenticate` middleware.
@@ -91,6 +92,19 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(notifications::short_mark_read))
         .routes(routes!(notifications::mark_all_read))
         .routes(routes!(notifications::short_mark_all_read))
+        .routes(routes!(governance::create_domain, governance::list_domains))
+        .routes(routes!(governance::get_domain))
+        .routes(routes!(governance::create_proposal, governance::list_proposals))
+        .routes(routes!(governance::short_create, governance::short_list))
+        .routes(routes!(governance::get_proposal))
+        .routes(routes!(governance::open))
+        .routes(routes!(governance::vote))
+        .routes(routes!(governance::short_vote))
+        .routes(routes!(governance::votes))
+        .routes(routes!(governance::close))
+        .routes(routes!(governance::proof))
+        .routes(routes!(governance::delegate, governance::delegations))
+        .routes(routes!(governance::revoke))
 }
 
 /// The OpenAPI document of every route.

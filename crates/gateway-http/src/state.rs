@@ -69,6 +69,8 @@ pub struct AppState {
     pub trust: Trust,
     /// Notifications.
     pub notifications: Notifications,
+    /// Governance.
+    pub governance: gateway_domain::governance::Governance,
     /// The rate-limiting layers.
     pub limits: Arc<RateLimits>,
     /// Per-request membership checks.
@@ -108,6 +110,8 @@ pub struct AssembleOptions {
     pub limiter_clock: Arc<dyn gateway_limits::Clock>,
     /// Lifetime of cached membership answers.
     pub membership_ttl: std::time::Duration,
+    /// The governance signing key, if unlocked.
+    pub receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
 }
 
 /// The limiter's view of trust: scores from the trust graph.
@@ -127,6 +131,7 @@ pub trait GatewayStore:
     + gateway_domain::ports::CoopReads
     + gateway_domain::ports::NotificationReads
     + gateway_domain::ports::TrustReads
+    + gateway_domain::ports::GovReads
     + StoreHealth
     + gateway_core::MembershipLookup
     + 'static
@@ -139,6 +144,7 @@ impl<T> GatewayStore for T where
         + gateway_domain::ports::CoopReads
         + gateway_domain::ports::NotificationReads
         + gateway_domain::ports::TrustReads
+        + gateway_domain::ports::GovReads
         + StoreHealth
         + gateway_core::MembershipLookup
         + 'static
@@ -169,6 +175,16 @@ pub async fn assemble<S: GatewayStore>(
     let ledger = Ledger::new(store.clone(), store.clone(), graph.clone(), clock.clone());
     let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone());
     let notifications = Notifications::new(store.clone(), store.clone(), clock.clone());
+    let governance = gateway_domain::governance::Governance::new(
+        store.clone(),
+        store.clone(),
+        graph.clone(),
+        options.receipt_keys.clone(),
+        clock.clone(),
+    );
+    if let Ok(signer) = options.receipt_keys.signer() {
+        governance.register_key(signer.public_key()).await?;
+    }
     let limits = Arc::new(RateLimits::new(
         options.limiter_clock,
         clock.clone(),
@@ -185,6 +201,7 @@ pub async fn assemble<S: GatewayStore>(
         ledger,
         trust,
         notifications,
+        governance,
         limits,
         membership,
         config: Arc::new(options.http),

@@ -28,9 +28,7 @@ const MEMORY_ENV: &str = "GATEWAY_LIMITS_BENCH_MEMORY";
 
 /// Distinct IPv4 addresses in a scattered order (an odd multiplier is a bijection on `u32`).
 fn ip_keys(n: usize) -> Vec<IpAddr> {
-    (0..n as u32)
-        .map(|i| IpAddr::V4(Ipv4Addr::from(i.wrapping_mul(0x9E37_79B1))))
-        .collect()
+    (0..n as u32).map(|i| IpAddr::V4(Ipv4Addr::from(i.wrapping_mul(0x9E37_79B1)))).collect()
 }
 
 /// DIDs of the length of a real `did:key` (56 characters).
@@ -65,12 +63,7 @@ fn governor(keys: &[IpAddr], quota: governor::Quota) -> DefaultKeyedRateLimiter<
 }
 
 /// Runs `check` on `threads` threads at once, `iters` checks in all, and returns the wall time.
-fn concurrently(
-    threads: usize,
-    iters: u64,
-    keys: &[IpAddr],
-    check: impl Fn(&IpAddr) + Sync,
-) -> Duration {
+fn concurrently(threads: usize, iters: u64, keys: &[IpAddr], check: impl Fn(&IpAddr) + Sync) -> Duration {
     let per_thread = iters.div_ceil(threads as u64);
     let barrier = Barrier::new(threads + 1);
     thread::scope(|s| {
@@ -195,15 +188,8 @@ fn measure_memory(what: &str) {
 fn bench_memory() {
     let exe = std::env::current_exe().expect("bench executable");
     for what in ["gateway-limits/ip", "gateway-limits/did", "governor/ip"] {
-        let output = Command::new(&exe)
-            .env(MEMORY_ENV, what)
-            .output()
-            .expect("memory child process");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let output = Command::new(&exe).env(MEMORY_ENV, what).output().expect("memory child process");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         print!("{}", String::from_utf8_lossy(&output.stdout));
     }
 }

@@ -36,9 +36,7 @@ impl Admission {
     /// The Unix time (whole seconds, rounded up) at which the bucket is full again, given the
     /// current wall-clock time, for the `X-RateLimit-Reset` header.
     pub fn reset_unix_secs(&self, now: SystemTime) -> u64 {
-        let reset = (now + self.reset_after)
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let reset = (now + self.reset_after).duration_since(UNIX_EPOCH).unwrap_or_default();
         ceil_secs(reset)
     }
 }
@@ -106,11 +104,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
 
     /// A limiter tracking up to `max_keys` keys.
     pub fn bounded(clock: C, max_keys: NonZeroUsize) -> Self {
-        Self {
-            table: Table::new(max_keys),
-            clock,
-            metric_layer: None,
-        }
+        Self { table: Table::new(max_keys), clock, metric_layer: None }
     }
 
     /// Counts every denial in `icn_gateway_rate_limit_exceeded_total` under the label
@@ -134,15 +128,9 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Q::Owned: Into<K>,
     {
         let now = now_nanos(&self.clock);
-        let decision = self
-            .table
-            .update(key, now, |tat| gcra(tat, now, quota))
-            .unwrap_or_else(|full| {
-                Err(Denial {
-                    limit: quota.burst().get(),
-                    retry_after: Duration::from_nanos(full.retry_after),
-                })
-            });
+        let decision = self.table.update(key, now, |tat| gcra(tat, now, quota)).unwrap_or_else(|full| {
+            Err(Denial { limit: quota.burst().get(), retry_after: Duration::from_nanos(full.retry_after) })
+        });
         if decision.is_err()
             && let Some(layer) = self.metric_layer
         {
@@ -188,19 +176,12 @@ fn gcra(tat: &mut Tat, now: u64, quota: Quota) -> Result<Admission, Denial> {
     let new_tat = tat.0.max(now).saturating_add(interval);
     let allowed_from = new_tat.saturating_sub(window);
     if now < allowed_from {
-        return Err(Denial {
-            limit,
-            retry_after: Duration::from_nanos(allowed_from - now),
-        });
+        return Err(Denial { limit, retry_after: Duration::from_nanos(allowed_from - now) });
     }
     tat.0 = new_tat;
     let used = new_tat - now;
     let remaining = u32::try_from((window - used) / interval).unwrap_or(limit);
-    Ok(Admission {
-        limit,
-        remaining,
-        reset_after: Duration::from_nanos(used),
-    })
+    Ok(Admission { limit, remaining, reset_after: Duration::from_nanos(used) })
 }
 
 #[cfg(test)]
@@ -224,14 +205,7 @@ mod tests {
         let (_, limiter) = limiter(16);
         let quota = Quota::per_minute(nz(3));
         let first = limiter.check(&1, quota).unwrap();
-        assert_eq!(
-            first,
-            Admission {
-                limit: 3,
-                remaining: 2,
-                reset_after: Duration::from_secs(20),
-            }
-        );
+        assert_eq!(first, Admission { limit: 3, remaining: 2, reset_after: Duration::from_secs(20) });
         limiter.check(&1, quota).unwrap();
         let third = limiter.check(&1, quota).unwrap();
         assert_eq!(third.remaining, 0);
@@ -243,10 +217,7 @@ mod tests {
 
     #[test]
     fn retry_after_secs_rounds_up_and_is_at_least_one() {
-        let denial = |retry_after| Denial {
-            limit: 1,
-            retry_after,
-        };
+        let denial = |retry_after| Denial { limit: 1, retry_after };
         assert_eq!(denial(Duration::from_millis(500)).retry_after_secs(), 1);
         assert_eq!(denial(Duration::ZERO).retry_after_secs(), 1);
         assert_eq!(denial(Duration::from_secs(2)).retry_after_secs(), 2);
@@ -255,11 +226,7 @@ mod tests {
 
     #[test]
     fn reset_unix_secs_adds_the_delay_to_wall_time() {
-        let admission = Admission {
-            limit: 10,
-            remaining: 9,
-            reset_after: Duration::from_millis(1500),
-        };
+        let admission = Admission { limit: 10, remaining: 9, reset_after: Duration::from_millis(1500) };
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         assert_eq!(admission.reset_unix_secs(now), 1_002);
     }

@@ -183,11 +183,7 @@ mod tests {
             (f64::NAN, 10),
         ];
         for (score, per_minute) in cases {
-            assert_eq!(
-                DidTier::from_score(score).requests_per_minute(),
-                per_minute,
-                "score {score}"
-            );
+            assert_eq!(DidTier::from_score(score).requests_per_minute(), per_minute, "score {score}");
         }
     }
 
@@ -211,11 +207,7 @@ mod tests {
             }
             let denial = limiter.check(did, quota).unwrap_err();
             assert_eq!(denial.limit, per_minute);
-            assert_eq!(
-                denial.retry_after,
-                Duration::from_secs(60) / per_minute,
-                "{did}"
-            );
+            assert_eq!(denial.retry_after, Duration::from_secs(60) / per_minute, "{did}");
         }
     }
 
@@ -240,13 +232,8 @@ mod tests {
 
     #[test]
     fn trust_class_names() {
-        let names = [
-            TrustClass::Isolated,
-            TrustClass::Known,
-            TrustClass::Partner,
-            TrustClass::Federated,
-        ]
-        .map(TrustClass::as_str);
+        let names = [TrustClass::Isolated, TrustClass::Known, TrustClass::Partner, TrustClass::Federated]
+            .map(TrustClass::as_str);
         assert_eq!(names, ["Isolated", "Known", "Partner", "Federated"]);
         assert_eq!(TrustClass::Partner.to_string(), "Partner");
     }

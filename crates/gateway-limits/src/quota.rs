@@ -26,11 +26,7 @@ impl Quota {
     /// is zero, because an instantly refilling bucket is no limit at all.
     pub const fn with_period(burst: NonZeroU32, replenish_one_per: Duration) -> Option<Self> {
         let nanos = replenish_one_per.as_nanos();
-        let nanos = if nanos > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            nanos as u64
-        };
+        let nanos = if nanos > u64::MAX as u128 { u64::MAX } else { nanos as u64 };
         match NonZeroU64::new(nanos) {
             Some(interval) => Some(Self { burst, interval }),
             None => None,

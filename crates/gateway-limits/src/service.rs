@@ -44,22 +44,13 @@ impl<K, C, KF, QF, RF> RateLimitLayer<K, C, KF, QF, RF> {
     /// A layer deciding requests with `limiter`, which the caller keeps a handle to (to run
     /// [`KeyedLimiter::evict_idle`] periodically, for instance).
     pub fn new(limiter: Arc<KeyedLimiter<K, C>>, key: KF, quota: QF, reject: RF) -> Self {
-        Self {
-            config: Arc::new(Config {
-                limiter,
-                key,
-                quota,
-                reject,
-            }),
-        }
+        Self { config: Arc::new(Config { limiter, key, quota, reject }) }
     }
 }
 
 impl<K, C, KF, QF, RF> Clone for RateLimitLayer<K, C, KF, QF, RF> {
     fn clone(&self) -> Self {
-        Self {
-            config: Arc::clone(&self.config),
-        }
+        Self { config: Arc::clone(&self.config) }
     }
 }
 
@@ -73,10 +64,7 @@ impl<S, K, C, KF, QF, RF> Layer<S> for RateLimitLayer<K, C, KF, QF, RF> {
     type Service = RateLimit<S, K, C, KF, QF, RF>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit {
-            inner,
-            config: Arc::clone(&self.config),
-        }
+        RateLimit { inner, config: Arc::clone(&self.config) }
     }
 }
 
@@ -91,18 +79,13 @@ pub struct RateLimit<S, K, C, KF, QF, RF> {
 
 impl<S: Clone, K, C, KF, QF, RF> Clone for RateLimit<S, K, C, KF, QF, RF> {
     fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            config: Arc::clone(&self.config),
-        }
+        Self { inner: self.inner.clone(), config: Arc::clone(&self.config) }
     }
 }
 
 impl<S: fmt::Debug, K, C, KF, QF, RF> fmt::Debug for RateLimit<S, K, C, KF, QF, RF> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RateLimit")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
+        f.debug_struct("RateLimit").field("inner", &self.inner).finish_non_exhaustive()
     }
 }
 

@@ -70,18 +70,9 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
         let wanted = (max_keys.get() / MIN_SHARD_CAPACITY).clamp(1, MAX_SHARDS);
         let shard_count = 1 << wanted.ilog2();
         let shards = (0..shard_count)
-            .map(|_| {
-                Shard(Mutex::new(ShardState {
-                    entries: HashTable::new(),
-                    earliest_idle: u64::MAX,
-                }))
-            })
+            .map(|_| Shard(Mutex::new(ShardState { entries: HashTable::new(), earliest_idle: u64::MAX })))
             .collect();
-        Self {
-            shards,
-            hasher: RandomState::new(),
-            shard_capacity: max_keys.get() / shard_count,
-        }
+        Self { shards, hasher: RandomState::new(), shard_capacity: max_keys.get() / shard_count }
     }
 
     fn shard(&self, hash: u64) -> MutexGuard<'_, ShardState<K, V>> {
@@ -94,12 +85,7 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
     /// Runs `f` on the entry for `key` at time `now`, starting from a fresh entry when the key
     /// is absent. The entry is kept only if it is not idle afterwards. A new key that does not
     /// fit is refused without running `f`.
-    pub(crate) fn update<Q, R>(
-        &self,
-        key: &Q,
-        now: u64,
-        f: impl FnOnce(&mut V) -> R,
-    ) -> Result<R, Full>
+    pub(crate) fn update<Q, R>(&self, key: &Q, now: u64, f: impl FnOnce(&mut V) -> R) -> Result<R, Full>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -114,9 +100,7 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
         if shard.entries.len() >= self.shard_capacity {
             shard.evict_idle(now, &self.hasher);
             if shard.entries.len() >= self.shard_capacity {
-                return Err(Full {
-                    retry_after: shard.earliest_idle - now,
-                });
+                return Err(Full { retry_after: shard.earliest_idle - now });
             }
         }
         let mut entry = V::default();
@@ -125,9 +109,7 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
         if idle_at > now {
             shard.earliest_idle = shard.earliest_idle.min(idle_at);
             let owned = key.to_owned().into();
-            shard
-                .entries
-                .insert_unique(hash, (owned, entry), |(k, _)| self.hasher.hash_one(k));
+            shard.entries.insert_unique(hash, (owned, entry), |(k, _)| self.hasher.hash_one(k));
         }
         Ok(result)
     }
@@ -146,17 +128,11 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
 
     /// Drops every entry that is idle at `now` and returns how many went.
     pub(crate) fn evict_idle(&self, now: u64) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| lock(&shard.0).evict_idle(now, &self.hasher))
-            .sum()
+        self.shards.iter().map(|shard| lock(&shard.0).evict_idle(now, &self.hasher)).sum()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| lock(&shard.0).entries.len())
-            .sum()
+        self.shards.iter().map(|shard| lock(&shard.0).entries.len()).sum()
     }
 
     pub(crate) fn max_keys(&self) -> usize {
@@ -208,8 +184,7 @@ impl<K: Hash + Eq, V: Expiring> ShardState<K, V> {
         let allocated = self.entries.allocation_size();
         let used = self.entries.len() * (size_of::<(K, V)>() + 1);
         if allocated > SHRINK_ABOVE_BYTES && used < allocated / 4 {
-            self.entries
-                .shrink_to(self.entries.len() * 2, |(k, _)| hasher.hash_one(k));
+            self.entries.shrink_to(self.entries.len() * 2, |(k, _)| hasher.hash_one(k));
         }
         before - self.entries.len()
     }
@@ -264,10 +239,7 @@ mod tests {
         let table = table(2);
         table.update(&1, 0, |e| e.0 = 100).unwrap();
         table.update(&2, 0, |e| e.0 = 50).unwrap();
-        assert_eq!(
-            table.update(&3, 10, |e| e.0 = 60),
-            Err(Full { retry_after: 40 })
-        );
+        assert_eq!(table.update(&3, 10, |e| e.0 = 60), Err(Full { retry_after: 40 }));
         assert_eq!(table.update(&3, 50, |e| e.0 = 60), Ok(()));
         assert_eq!(table.len(), 2);
     }
@@ -276,16 +248,10 @@ mod tests {
     fn eviction_gives_memory_back() {
         let table = table(1 << 20);
         for key in 0..300_000 {
-            table
-                .update(&key, 0, |e| e.0 = 1 + u64::from(key % 2))
-                .unwrap();
+            table.update(&key, 0, |e| e.0 = 1 + u64::from(key % 2)).unwrap();
         }
         let allocated = |table: &Table<u32, IdleAt>| -> usize {
-            table
-                .shards
-                .iter()
-                .map(|s| lock(&s.0).entries.allocation_size())
-                .sum()
+            table.shards.iter().map(|s| lock(&s.0).entries.allocation_size()).sum()
         };
         let before = allocated(&table);
         // Half the entries going leaves the tables half full: not worth shrinking.

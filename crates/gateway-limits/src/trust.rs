@@ -39,10 +39,7 @@ pub struct StaticTrustScores {
 impl StaticTrustScores {
     /// Gives every DID the score `default`.
     pub fn new(default: f64) -> Self {
-        Self {
-            default,
-            overrides: HashMap::new(),
-        }
+        Self { default, overrides: HashMap::new() }
     }
 
     /// Gives `did` its own score.
@@ -72,19 +69,9 @@ mod tests {
 
     #[test]
     fn scores_drive_tiers_through_a_trait_object() {
-        let scores: Arc<dyn TrustScores> =
-            Arc::new(StaticTrustScores::new(0.05).with_override("did:key:coop", 0.75));
-        assert_eq!(
-            DidTier::from_score(scores.score("did:key:coop")),
-            DidTier::Medium
-        );
-        assert_eq!(
-            TrustClass::from_score(scores.score("did:key:coop")),
-            TrustClass::Federated
-        );
-        assert_eq!(
-            TrustClass::from_score(scores.score("did:key:other")),
-            TrustClass::Isolated
-        );
+        let scores: Arc<dyn TrustScores> = Arc::new(StaticTrustScores::new(0.05).with_override("did:key:coop", 0.75));
+        assert_eq!(DidTier::from_score(scores.score("did:key:coop")), DidTier::Medium);
+        assert_eq!(TrustClass::from_score(scores.score("did:key:coop")), TrustClass::Federated);
+        assert_eq!(TrustClass::from_score(scores.score("did:key:other")), TrustClass::Isolated);
     }
 }

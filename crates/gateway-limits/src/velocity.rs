@@ -83,9 +83,7 @@ pub(crate) struct Window(VecDeque<u64>);
 
 impl Expiring for Window {
     fn idle_at(&self) -> u64 {
-        self.0
-            .back()
-            .map_or(0, |&last| last.saturating_add(WINDOW_NANOS))
+        self.0.back().map_or(0, |&last| last.saturating_add(WINDOW_NANOS))
     }
 }
 
@@ -109,48 +107,24 @@ impl<C: Clock> VelocityLimiter<C> {
 
     /// A limiter tracking up to `max_keys` payers.
     pub fn bounded(clock: C, max_keys: NonZeroUsize) -> Self {
-        Self {
-            table: Table::new(max_keys),
-            clock,
-        }
+        Self { table: Table::new(max_keys), clock }
     }
 
     /// Admits and counts one payment by `did` under its class's hourly limit, or refuses it
     /// when the payer already made that many payments in the last hour.
-    pub fn check<'a>(
-        &'a self,
-        did: &'a str,
-        class: TrustClass,
-    ) -> Result<VelocityPermit<'a>, VelocityDenied> {
+    pub fn check<'a>(&'a self, did: &'a str, class: TrustClass) -> Result<VelocityPermit<'a>, VelocityDenied> {
         self.check_limit(did, class.hourly_limit())
     }
 
     /// Like [`check`](Self::check), with an explicit hourly limit.
-    pub fn check_limit<'a>(
-        &'a self,
-        did: &'a str,
-        limit: NonZeroU32,
-    ) -> Result<VelocityPermit<'a>, VelocityDenied> {
+    pub fn check_limit<'a>(&'a self, did: &'a str, limit: NonZeroU32) -> Result<VelocityPermit<'a>, VelocityDenied> {
         let limit = limit.get();
         let now = now_nanos(&self.clock);
-        let decision = self
-            .table
-            .update(did, now, |window| window.admit(now, limit))
-            .unwrap_or_else(|full| {
-                Err(VelocityDenied {
-                    count: 0,
-                    limit,
-                    retry_after: Duration::from_nanos(full.retry_after),
-                })
-            });
+        let decision = self.table.update(did, now, |window| window.admit(now, limit)).unwrap_or_else(|full| {
+            Err(VelocityDenied { count: 0, limit, retry_after: Duration::from_nanos(full.retry_after) })
+        });
         match decision {
-            Ok((at, count)) => Ok(VelocityPermit {
-                table: &self.table,
-                did,
-                at,
-                count,
-                limit,
-            }),
+            Ok((at, count)) => Ok(VelocityPermit { table: &self.table, did, at, count, limit }),
             Err(denied) => {
                 crate::record_denial(LAYER_VELOCITY);
                 Err(denied)
@@ -241,13 +215,8 @@ mod tests {
         let (clock, limiter) = limiter();
         exhaust(&limiter, "did:key:payer", TrustClass::Isolated);
         clock.advance(Duration::from_secs(60));
-        let denied = limiter
-            .check("did:key:payer", TrustClass::Isolated)
-            .unwrap_err();
-        assert_eq!(
-            denied.to_string(),
-            "velocity limit exceeded: 10/10 per hour"
-        );
+        let denied = limiter.check("did:key:payer", TrustClass::Isolated).unwrap_err();
+        assert_eq!(denied.to_string(), "velocity limit exceeded: 10/10 per hour");
         assert_eq!(denied.retry_after, Duration::from_secs(3_540));
         assert_eq!(denied.retry_after_secs(), 3_540);
     }

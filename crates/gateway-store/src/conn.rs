@@ -8,9 +8,9 @@
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
 use gateway_domain::ports::{
-    ConversionLeg, CoopRecord, CoopSettings, CoopTx, EventTx, IdempotencyRecord, LedgerTx, MemberRecord,
-    NotificationRecord, NotificationTx, QuoteRecord, RateRecord, TransactionKind, TransactionRecord, TrustEdge,
-    TrustTx,
+    ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx, GovTx,
+    IdempotencyRecord, LedgerTx, MemberRecord, NotificationRecord, NotificationTx, ProposalRecord, QuoteRecord,
+    RateRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
 };
 use serde_json::Value;
 use sqlx::{PgConnection, SqliteConnection};
@@ -19,23 +19,37 @@ use crate::db_error;
 
 /// A connection inside an open transaction.
 #[derive(Debug)]
-pub(crate) enum Conn<'a> {
+pub(crate) enum Db<'a> {
     /// SQLite: the single writer's connection.
     Sqlite(&'a mut SqliteConnection),
     /// PostgreSQL: one job's transaction.
     Postgres(&'a mut PgConnection),
 }
 
+/// A unit of work's handle: the connection, and the events it appended (announced on the feed
+/// once the transaction commits, never before).
+#[derive(Debug)]
+pub(crate) struct Conn<'a> {
+    pub(crate) db: Db<'a>,
+    pub(crate) appended: Vec<CoopSignal>,
+}
+
+impl<'a> Conn<'a> {
+    pub(crate) fn new(db: Db<'a>) -> Self {
+        Self { db, appended: Vec::new() }
+    }
+}
+
 /// Runs `$body` with `$c` bound to the backend's connection; the body is compiled once per
 /// backend, so the same query text serves both.
 macro_rules! on {
     ($conn:expr, |$c:ident| $body:expr) => {
-        match $conn {
-            Conn::Sqlite($c) => {
+        match &mut $conn.db {
+            Db::Sqlite($c) => {
                 let $c = &mut **$c;
                 $body
             }
-            Conn::Postgres($c) => {
+            Db::Postgres($c) => {
                 let $c = &mut **$c;
                 $body
             }
@@ -199,8 +213,8 @@ impl LedgerTx for Conn<'_> {
         let mut balances = vec![Amount::ZERO; accounts.len()];
         for index in order {
             let (account, currency) = &accounts[index];
-            let balance: Option<i64> = match self {
-                Conn::Sqlite(c) => {
+            let balance: Option<i64> = match &mut self.db {
+                Db::Sqlite(c) => {
                     // The single writer holds the only write transaction: a plain read is a lock.
                     sqlx::query_scalar("SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3")
                         .bind(coop.as_str())
@@ -209,7 +223,7 @@ impl LedgerTx for Conn<'_> {
                         .fetch_optional(&mut **c)
                         .await
                 }
-                Conn::Postgres(c) => {
+                Db::Postgres(c) => {
                     sqlx::query("INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING")
                         .bind(coop.as_str())
                         .bind(account)
@@ -435,7 +449,18 @@ impl EventTx for Conn<'_> {
         .await
         .map(|_| ()))
         .map_err(db_error)?;
-        Ok(to_u64(seq))
+        let seq = to_u64(seq);
+        if let Db::Postgres(c) = &mut self.db {
+            // Delivered to listening replicas when (and only if) the transaction commits.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(crate::EVENT_CHANNEL)
+                .bind(format!("{coop}\t{seq}"))
+                .execute(&mut **c)
+                .await
+                .map_err(db_error)?;
+        }
+        self.appended.push(CoopSignal { coop_id: coop.clone(), seq });
+        Ok(seq)
     }
 }
 
@@ -641,5 +666,315 @@ impl TrustTx for Conn<'_> {
             .map(|r| r.rows_affected()))
         .map_err(db_error)?;
         Ok(done > 0)
+    }
+}
+
+/// Columns of `proposals`, in this order.
+pub(crate) const PROPOSAL_COLUMNS: &str = "id, coop_id, domain_id, title, description, payload, rule, author, status, \
+     voting_duration_secs, created_at, opened_at, closes_at, closed_at, outcome, tally_for, tally_against, tally_abstain, \
+     receipt_unavailable";
+
+/// A `proposals` row (more columns than sqlx's tuple rows allow).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ProposalRow {
+    id: String,
+    coop_id: String,
+    domain_id: String,
+    title: String,
+    description: String,
+    payload: String,
+    rule: String,
+    author: String,
+    status: String,
+    voting_duration_secs: i64,
+    created_at: i64,
+    opened_at: Option<i64>,
+    closes_at: Option<i64>,
+    closed_at: Option<i64>,
+    outcome: Option<String>,
+    tally_for: Option<i64>,
+    tally_against: Option<i64>,
+    tally_abstain: Option<i64>,
+    receipt_unavailable: Option<String>,
+}
+
+pub(crate) fn proposal_from_row(row: ProposalRow) -> Result<ProposalRecord, Error> {
+    let tally = match (row.tally_for, row.tally_against, row.tally_abstain) {
+        (Some(f), Some(a), Some(ab)) => Some((to_u64(f), to_u64(a), to_u64(ab))),
+        _ => None,
+    };
+    Ok(ProposalRecord {
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        domain_id: row.domain_id,
+        title: row.title,
+        description: row.description,
+        payload: parse_json(&row.payload)?,
+        rule: row.rule,
+        author: parse_did(&row.author)?,
+        status: row.status,
+        voting_duration_secs: to_u64(row.voting_duration_secs),
+        created_at: to_u64(row.created_at),
+        opened_at: row.opened_at.map(to_u64),
+        closes_at: row.closes_at.map(to_u64),
+        closed_at: row.closed_at.map(to_u64),
+        outcome: row.outcome,
+        tally,
+        receipt_unavailable: row.receipt_unavailable,
+    })
+}
+
+pub(crate) type DomainRow = (String, String, String, String, Option<i64>, Option<String>, i64);
+
+pub(crate) fn domain_from_row(row: DomainRow) -> Result<DomainRecord, Error> {
+    let (coop, domain_id, name, members, quorum, rule, created_at) = row;
+    let members: Vec<String> =
+        serde_json::from_str(&members).map_err(|e| Error::Internal(format!("stored members: {e}")))?;
+    Ok(DomainRecord {
+        coop_id: parse_coop(&coop)?,
+        domain_id,
+        name,
+        members: members.iter().map(|m| parse_did(m)).collect::<Result<_, _>>()?,
+        quorum_percent: quorum.and_then(|q| u32::try_from(q).ok()),
+        rule,
+        created_at: to_u64(created_at),
+    })
+}
+
+pub(crate) type DelegationRow = (String, String, String, String, String, Option<i64>, i64);
+
+pub(crate) fn delegation_from_row(row: DelegationRow) -> Result<DelegationRecord, Error> {
+    let (id, coop, delegator, delegate, scope, expires_at, created_at) = row;
+    Ok(DelegationRecord {
+        id,
+        coop_id: parse_coop(&coop)?,
+        delegator: parse_did(&delegator)?,
+        delegate: parse_did(&delegate)?,
+        scope,
+        expires_at: expires_at.map(to_u64),
+        created_at: to_u64(created_at),
+    })
+}
+
+#[async_trait]
+impl GovTx for Conn<'_> {
+    async fn domain(&mut self, coop: &CoopId, domain_id: &str) -> Result<Option<DomainRecord>, Error> {
+        let row: Option<DomainRow> = on!(self, |c| sqlx::query_as(
+            "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains \
+             WHERE coop_id = $1 AND domain_id = $2"
+        )
+        .bind(coop.as_str())
+        .bind(domain_id)
+        .fetch_optional(c)
+        .await)
+        .map_err(db_error)?;
+        row.map(domain_from_row).transpose()
+    }
+
+    async fn insert_domain(&mut self, d: &DomainRecord) -> Result<(), Error> {
+        let members = serde_json::to_string(&d.members.iter().map(Did::as_str).collect::<Vec<_>>()).expect("strings");
+        on!(self, |c| sqlx::query(
+            "INSERT INTO gov_domains (coop_id, domain_id, name, members, quorum_percent, rule, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        )
+        .bind(d.coop_id.as_str())
+        .bind(&d.domain_id)
+        .bind(&d.name)
+        .bind(&members)
+        .bind(d.quorum_percent.map(i64::from))
+        .bind(d.rule.as_deref())
+        .bind(to_i64(d.created_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
+        let sql = format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE coop_id = $1 AND id = $2");
+        let row: Option<ProposalRow> =
+            on!(self, |c| sqlx::query_as(&sql).bind(coop.as_str()).bind(id).fetch_optional(c).await)
+                .map_err(db_error)?;
+        row.map(proposal_from_row).transpose()
+    }
+
+    async fn insert_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
+        let sql = format!(
+            "INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        );
+        let payload = p.payload.to_string();
+        let (f, a, ab) = match p.tally {
+            Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
+            None => (None, None, None),
+        };
+        on!(self, |c| sqlx::query(&sql)
+            .bind(&p.id)
+            .bind(p.coop_id.as_str())
+            .bind(&p.domain_id)
+            .bind(&p.title)
+            .bind(&p.description)
+            .bind(&payload)
+            .bind(&p.rule)
+            .bind(p.author.as_str())
+            .bind(&p.status)
+            .bind(to_i64(p.voting_duration_secs)?)
+            .bind(to_i64(p.created_at)?)
+            .bind(p.opened_at.map(to_i64).transpose()?)
+            .bind(p.closes_at.map(to_i64).transpose()?)
+            .bind(p.closed_at.map(to_i64).transpose()?)
+            .bind(p.outcome.as_deref())
+            .bind(f)
+            .bind(a)
+            .bind(ab)
+            .bind(p.receipt_unavailable.as_deref())
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn update_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
+        let (f, a, ab) = match p.tally {
+            Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
+            None => (None, None, None),
+        };
+        on!(self, |c| sqlx::query(
+            "UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
+             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11 WHERE coop_id = $1 AND id = $2"
+        )
+        .bind(p.coop_id.as_str())
+        .bind(&p.id)
+        .bind(&p.status)
+        .bind(p.opened_at.map(to_i64).transpose()?)
+        .bind(p.closes_at.map(to_i64).transpose()?)
+        .bind(p.closed_at.map(to_i64).transpose()?)
+        .bind(p.outcome.as_deref())
+        .bind(f)
+        .bind(a)
+        .bind(ab)
+        .bind(p.receipt_unavailable.as_deref())
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error> {
+        let existed: Option<i64> =
+            on!(self, |c| sqlx::query_scalar("SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2")
+                .bind(proposal_id)
+                .bind(voter.as_str())
+                .fetch_optional(c)
+                .await)
+            .map_err(db_error)?;
+        on!(self, |c| sqlx::query(
+            "INSERT INTO votes (proposal_id, voter, choice, cast_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (proposal_id, voter) DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at"
+        )
+        .bind(proposal_id)
+        .bind(voter.as_str())
+        .bind(choice)
+        .bind(to_i64(at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)?;
+        Ok(existed.is_some())
+    }
+
+    async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error> {
+        let rows: Vec<(String, String)> =
+            on!(self, |c| sqlx::query_as("SELECT voter, choice FROM votes WHERE proposal_id = $1")
+                .bind(proposal_id)
+                .fetch_all(c)
+                .await)
+            .map_err(db_error)?;
+        rows.into_iter().map(|(v, ch)| Ok((parse_did(&v)?, ch))).collect()
+    }
+
+    async fn insert_delegation(&mut self, d: &DelegationRecord) -> Result<(), Error> {
+        on!(self, |c| sqlx::query(
+            "INSERT INTO delegations (id, coop_id, delegator, delegate, scope, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        )
+        .bind(&d.id)
+        .bind(d.coop_id.as_str())
+        .bind(d.delegator.as_str())
+        .bind(d.delegate.as_str())
+        .bind(&d.scope)
+        .bind(d.expires_at.map(to_i64).transpose()?)
+        .bind(to_i64(d.created_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error> {
+        let rows: Vec<DelegationRow> = on!(self, |c| sqlx::query_as(
+            "SELECT id, coop_id, delegator, delegate, scope, expires_at, created_at FROM delegations WHERE coop_id = $1 ORDER BY created_at, id"
+        )
+        .bind(coop.as_str())
+        .fetch_all(c)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter().map(delegation_from_row).collect()
+    }
+
+    async fn delete_delegation(&mut self, coop: &CoopId, delegator: &Did, id: &str) -> Result<bool, Error> {
+        let done =
+            on!(self, |c| sqlx::query("DELETE FROM delegations WHERE coop_id = $1 AND delegator = $2 AND id = $3")
+                .bind(coop.as_str())
+                .bind(delegator.as_str())
+                .bind(id)
+                .execute(c)
+                .await
+                .map(|r| r.rows_affected()))
+            .map_err(db_error)?;
+        Ok(done > 0)
+    }
+
+    async fn insert_receipt(
+        &mut self,
+        coop: &CoopId,
+        proposal_id: &str,
+        timestamp: u64,
+        body: &Value,
+    ) -> Result<(), Error> {
+        let body = body.to_string();
+        on!(self, |c| sqlx::query(
+            "INSERT INTO receipts (proposal_id, coop_id, timestamp, body) VALUES ($1, $2, $3, $4)"
+        )
+        .bind(proposal_id)
+        .bind(coop.as_str())
+        .bind(to_i64(timestamp)?)
+        .bind(&body)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error> {
+        let at = to_i64(valid_from)?;
+        on!(self, |c| sqlx::query(
+            "UPDATE signing_keys SET valid_until = $1 WHERE valid_until IS NULL AND public_key <> $2"
+        )
+        .bind(at)
+        .bind(public_key)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)?;
+        on!(self, |c| sqlx::query(
+            "INSERT INTO signing_keys (public_key, did, valid_from, valid_until) VALUES ($1, $2, $3, NULL) \
+             ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL"
+        )
+        .bind(public_key)
+        .bind(did)
+        .bind(at)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
     }
 }

@@ -16,10 +16,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, Role};
 use gateway_domain::StoreHealth;
-use gateway_domain::ports::{ErasedJob, Transactor};
+use gateway_domain::ports::{CoopSignal, ErasedJob, EventFeed, Transactor};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
+
+/// The PostgreSQL notification channel of committed events (payload `<coop>\t<seq>`).
+pub(crate) const EVENT_CHANNEL: &str = "icn_events";
+
+impl EventFeed for Store {
+    fn subscribe(&self) -> broadcast::Receiver<CoopSignal> {
+        self.feed.subscribe()
+    }
+}
 
 /// Which backend a store spec names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +102,8 @@ pub struct Store {
     pub(crate) backend: Backend,
     /// The SQLite writer's queue (absent for PostgreSQL).
     writer: Option<mpsc::Sender<writer::Job>>,
+    /// Committed-event signals.
+    feed: broadcast::Sender<CoopSignal>,
     in_memory: bool,
 }
 
@@ -105,15 +116,19 @@ impl Store {
             Backend::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
             Backend::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
+        let (feed, _) = broadcast::channel(8192);
         let writer = match &backend {
             Backend::Sqlite(pool) => {
                 let (sender, queue) = mpsc::channel(4096);
-                tokio::spawn(writer::sqlite_writer(pool.clone(), queue));
+                tokio::spawn(writer::sqlite_writer(pool.clone(), queue, feed.clone()));
                 Some(sender)
             }
-            Backend::Postgres(_) => None,
+            Backend::Postgres(pool) => {
+                tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
+                None
+            }
         };
-        Ok(Self { backend, writer, in_memory })
+        Ok(Self { backend, writer, feed, in_memory })
     }
 
     async fn connect(spec: &StoreSpec) -> Result<(Backend, bool), StoreError> {
@@ -170,7 +185,7 @@ impl Transactor for Store {
                 writer.send(job).await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?;
                 answer.await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?
             }
-            (Backend::Postgres(pool), _) => writer::run_postgres(pool, job).await,
+            (Backend::Postgres(pool), _) => writer::run_postgres(pool, job, &self.feed).await,
             (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
         }
     }
@@ -256,5 +271,40 @@ mod tests {
         assert_eq!(store.membership(&c1, &a).await.unwrap(), Membership::Member(Role::Admin));
         assert_eq!(store.membership(&c1, &b).await.unwrap(), Membership::NotMember);
         assert_eq!(store.membership(&CoopId::parse("c2").unwrap(), &a).await.unwrap(), Membership::NoSuchCoop);
+    }
+
+    #[tokio::test]
+    async fn the_audit_finds_a_corrupted_balance() {
+        use gateway_core::{Amount, ManualClock};
+        use gateway_domain::coops::{Coops, NewCoop};
+        use gateway_domain::ledger::{Ledger, PaymentRequest};
+        use gateway_domain::ports::LedgerReads;
+        use gateway_domain::trust::TrustGraph;
+        use std::sync::Arc;
+
+        let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
+        let clock = Arc::new(ManualClock::at_secs(1_000));
+        let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone());
+        let ledger = Ledger::new(store.clone(), store.clone(), Arc::new(TrustGraph::new(vec![], 1.0, vec![])), clock);
+        let coop = CoopId::parse("c1").unwrap();
+        let (a, b) = (Did::parse("did:key:za").unwrap(), Did::parse("did:key:zb").unwrap());
+        let new = NewCoop { id: None, name: "C".into(), coop_type: "w".into(), description: String::new() };
+        coops.create(&a, &coop, new).await.unwrap();
+        coops.add_member(&coop, &b, Role::Member).await.unwrap();
+        let pay = PaymentRequest {
+            from: a.to_string(),
+            to: b.to_string(),
+            amount: Amount::from_units(3),
+            currency: None,
+            memo: None,
+        };
+        ledger.pay(&coop, pay).await.unwrap();
+        assert_eq!(store.unreconciled_accounts().await.unwrap(), 0);
+        let Backend::Sqlite(pool) = &store.backend else { unreachable!() };
+        sqlx::query("UPDATE balances SET balance = balance + 1 WHERE account = 'did:key:zb'")
+            .execute(pool)
+            .await
+            .unwrap();
+        assert_eq!(store.unreconciled_accounts().await.unwrap(), 1);
     }
 }

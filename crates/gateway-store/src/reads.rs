@@ -4,8 +4,9 @@
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ports::{
-    CoopReads, CoopRecord, EventReads, EventRecord, HistoryQuery, LedgerReads, MemberRecord, NotificationReads,
-    NotificationRecord, RateRecord, TransactionRecord, TrustEdge, TrustReads,
+    CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads, MemberRecord,
+    NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
+    TransactionRecord, TrustEdge, TrustReads,
 };
 
 use crate::conn::{
@@ -13,6 +14,7 @@ use crate::conn::{
     TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
     parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
 };
+use crate::conn::{PROPOSAL_COLUMNS, ProposalRow, domain_from_row, proposal_from_row};
 use crate::{Backend, Store, db_error};
 
 /// Runs `$body` with `$p` bound to the backend's pool.
@@ -113,7 +115,27 @@ impl LedgerReads for Store {
         .map_err(db_error)?;
         Ok((to_u64(count), currencies.iter().map(|c| parse_currency(c)).collect::<Result<_, _>>()?))
     }
+
+    async fn unreconciled_accounts(&self) -> Result<u64, Error> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM balances b LEFT JOIN \
+             (SELECT coop_id, account, currency, CAST(SUM(delta) AS BIGINT) AS expected FROM ({LEGS}) legs \
+              GROUP BY coop_id, account, currency) e \
+             ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
+             WHERE b.balance <> COALESCE(e.expected, 0)"
+        );
+        let count: i64 = read!(self, |p| sqlx::query_scalar(&sql).fetch_one(p).await).map_err(db_error)?;
+        Ok(to_u64(count))
+    }
 }
+
+/// Every balance movement implied by the transactions: both legs of a payment, all four legs of
+/// a conversion (payer → exchange in the source currency, exchange → payee in the target).
+const LEGS: &str = "SELECT coop_id, from_account AS account, currency, -amount AS delta FROM transactions \
+     UNION ALL SELECT coop_id, to_account, currency, amount FROM transactions WHERE kind = 'payment' \
+     UNION ALL SELECT coop_id, 'coop:' || coop_id || ':exchange', currency, amount FROM transactions WHERE kind = 'conversion' \
+     UNION ALL SELECT coop_id, 'coop:' || coop_id || ':exchange', to_currency, -net_target_amount FROM transactions WHERE kind = 'conversion' \
+     UNION ALL SELECT coop_id, to_account, to_currency, net_target_amount FROM transactions WHERE kind = 'conversion'";
 
 #[async_trait]
 impl CoopReads for Store {
@@ -258,6 +280,19 @@ impl EventReads for Store {
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 
+    async fn prune_events(&self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
+        let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
+                   (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
+        let deleted = read!(self, |p| sqlx::query(sql)
+            .bind(to_i64(older_than)?)
+            .bind(to_i64(keep_last)?)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        Ok(deleted)
+    }
+
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {
         let seq: Option<i64> = read!(self, |p| sqlx::query_scalar("SELECT MIN(seq) FROM events WHERE coop_id = $1")
             .bind(coop.as_str())
@@ -265,5 +300,98 @@ impl EventReads for Store {
             .await)
         .map_err(db_error)?;
         Ok(seq.map(to_u64).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl GovReads for Store {
+    async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
+        let rows: Vec<crate::conn::DomainRow> = read!(self, |p| sqlx::query_as(
+            "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"
+        )
+        .bind(coop.as_str())
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter().map(domain_from_row).collect()
+    }
+
+    async fn proposals(&self, q: &ProposalQuery) -> Result<(Vec<ProposalRecord>, u64), Error> {
+        let (limit, offset) = page_params(q.page)?;
+        let filter = "coop_id = $1 AND ($2 IS NULL OR domain_id = $2) AND ($3 IS NULL OR status = $3)";
+        let list =
+            format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5");
+        let rows: Vec<ProposalRow> = read!(self, |p| sqlx::query_as(&list)
+            .bind(q.coop.as_str())
+            .bind(q.domain.as_deref())
+            .bind(q.status.as_deref())
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(p)
+            .await)
+        .map_err(db_error)?;
+        let count = format!("SELECT COUNT(*) FROM proposals WHERE {filter}");
+        let total: i64 = read!(self, |p| sqlx::query_scalar(&count)
+            .bind(q.coop.as_str())
+            .bind(q.domain.as_deref())
+            .bind(q.status.as_deref())
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        Ok((rows.into_iter().map(proposal_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+    }
+
+    async fn proposal_counts(&self, coop: &CoopId) -> Result<(u64, u64), Error> {
+        let (all, open): (i64, i64) = read!(self, |p| sqlx::query_as(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1"
+        )
+        .bind(coop.as_str())
+        .fetch_one(p)
+        .await)
+        .map_err(db_error)?;
+        Ok((to_u64(all), to_u64(open)))
+    }
+
+    async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
+        let rows: Vec<(String, String)> =
+            read!(self, |p| {
+                sqlx::query_as(
+            "SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500"
+        )
+        .bind(to_i64(now)?)
+        .fetch_all(p)
+        .await
+            })
+            .map_err(db_error)?;
+        rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
+    }
+
+    async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<serde_json::Value>, Error> {
+        let body: Option<String> =
+            read!(self, |p| sqlx::query_scalar("SELECT body FROM receipts WHERE coop_id = $1 AND proposal_id = $2")
+                .bind(coop.as_str())
+                .bind(proposal_id)
+                .fetch_optional(p)
+                .await)
+            .map_err(db_error)?;
+        body.map(|b| parse_json(&b)).transpose()
+    }
+
+    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error> {
+        let rows: Vec<(String, String, i64, Option<i64>)> = read!(self, |p| sqlx::query_as(
+            "SELECT public_key, did, valid_from, valid_until FROM signing_keys ORDER BY valid_from, public_key"
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(public_key, did, from, until)| SigningKeyRecord {
+                public_key,
+                did,
+                valid_from: to_u64(from),
+                valid_until: until.map(to_u64),
+            })
+            .collect())
     }
 }

@@ -12,11 +12,12 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 use gateway_core::Error;
-use gateway_domain::ports::ErasedJob;
+use gateway_domain::ports::{CoopSignal, ErasedJob};
 use sqlx::{PgPool, SqliteConnection, SqlitePool};
+use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Db};
 use crate::db_error;
 
 /// Most jobs committed together.
@@ -44,7 +45,11 @@ impl Job {
 }
 
 /// The SQLite writer loop; ends when every sender is dropped.
-pub(crate) async fn sqlite_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>) {
+pub(crate) async fn sqlite_writer(
+    pool: SqlitePool,
+    mut queue: mpsc::Receiver<Job>,
+    feed: broadcast::Sender<CoopSignal>,
+) {
     while let Some(first) = queue.recv().await {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -53,7 +58,7 @@ pub(crate) async fn sqlite_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Jo
                 Err(_) => break,
             }
         }
-        run_group(&pool, group).await;
+        run_group(&pool, group, &feed).await;
     }
 }
 
@@ -61,7 +66,7 @@ async fn exec(conn: &mut SqliteConnection, sql: &str) -> Result<(), Error> {
     sqlx::query(sql).execute(conn).await.map(|_| ()).map_err(db_error)
 }
 
-async fn run_group(pool: &SqlitePool, group: Vec<Job>) {
+async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
     let mut conn = match pool.acquire().await {
         Ok(conn) => conn,
         Err(err) => return fail_all(group, &db_error(err)),
@@ -70,12 +75,19 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>) {
         return fail_all(group, &err);
     }
     let mut answered = Vec::with_capacity(group.len());
+    let mut signals = Vec::new();
     for job in group {
-        let result = run_in_savepoint(&mut conn, job.work).await;
+        let (result, appended) = run_in_savepoint(&mut conn, job.work).await;
+        if result.is_ok() {
+            signals.extend(appended);
+        }
         answered.push((job.reply, result));
     }
     match exec(&mut conn, "COMMIT").await {
         Ok(()) => {
+            for signal in signals {
+                let _ = feed.send(signal);
+            }
             for (reply, result) in answered {
                 let _ = reply.send(result);
             }
@@ -90,21 +102,25 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>) {
     }
 }
 
-async fn run_in_savepoint(conn: &mut SqliteConnection, work: ErasedJob) -> JobResult {
-    exec(conn, "SAVEPOINT job").await?;
-    let outcome = {
-        let mut handle = Conn::Sqlite(&mut *conn);
-        AssertUnwindSafe(work(&mut handle)).catch_unwind().await
+async fn run_in_savepoint(conn: &mut SqliteConnection, work: ErasedJob) -> (JobResult, Vec<CoopSignal>) {
+    if let Err(err) = exec(conn, "SAVEPOINT job").await {
+        return (Err(err), Vec::new());
+    }
+    let (outcome, appended) = {
+        let mut handle = Conn::new(Db::Sqlite(&mut *conn));
+        let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
+        (outcome, handle.appended)
     };
     let result = match outcome {
         Ok(result) => result,
         Err(_) => Err(Error::Internal("a unit of work panicked".into())),
     };
-    if result.is_err() {
-        exec(conn, "ROLLBACK TO SAVEPOINT job").await?;
+    let undo = if result.is_err() { exec(conn, "ROLLBACK TO SAVEPOINT job").await } else { Ok(()) };
+    let released = exec(conn, "RELEASE SAVEPOINT job").await;
+    match (result, undo.and(released)) {
+        (Ok(value), Ok(())) => (Ok(value), appended),
+        (Ok(_), Err(err)) | (Err(err), _) => (Err(err), Vec::new()),
     }
-    exec(conn, "RELEASE SAVEPOINT job").await?;
-    result
 }
 
 fn fail_all(group: Vec<Job>, err: &Error) {
@@ -115,16 +131,20 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 }
 
 /// Runs one job in its own PostgreSQL transaction.
-pub(crate) async fn run_postgres(pool: &PgPool, work: ErasedJob) -> JobResult {
+pub(crate) async fn run_postgres(pool: &PgPool, work: ErasedJob, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    let outcome = {
-        let mut handle = Conn::Postgres(&mut tx);
-        AssertUnwindSafe(work(&mut handle)).catch_unwind().await
+    let (outcome, appended) = {
+        let mut handle = Conn::new(Db::Postgres(&mut tx));
+        let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
+        (outcome, handle.appended)
     };
     let result = outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into())));
     match result {
         Ok(value) => {
             tx.commit().await.map_err(db_error)?;
+            for signal in appended {
+                let _ = feed.send(signal);
+            }
             Ok(value)
         }
         Err(err) => {
@@ -132,4 +152,38 @@ pub(crate) async fn run_postgres(pool: &PgPool, work: ErasedJob) -> JobResult {
             Err(err)
         }
     }
+}
+
+/// Relays other replicas' NOTIFY signals onto the local feed, reconnecting after failures.
+pub(crate) async fn postgres_listener(pool: PgPool, feed: broadcast::Sender<CoopSignal>) {
+    loop {
+        match sqlx::postgres::PgListener::connect_with(&pool).await {
+            Ok(mut listener) => {
+                if let Err(err) = listener.listen(crate::EVENT_CHANNEL).await {
+                    tracing::warn!("LISTEN failed: {err}");
+                } else {
+                    loop {
+                        match listener.recv().await {
+                            Ok(notification) => {
+                                if let Some(signal) = parse_signal(notification.payload()) {
+                                    let _ = feed.send(signal);
+                                }
+                            }
+                            Err(err) => {
+                                tracing::warn!("event notifications interrupted: {err}");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(err) => tracing::warn!("cannot listen for events: {err}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+fn parse_signal(payload: &str) -> Option<CoopSignal> {
+    let (coop, seq) = payload.split_once('\t')?;
+    Some(CoopSignal { coop_id: gateway_core::CoopId::parse(coop).ok()?, seq: seq.parse().ok()? })
 }

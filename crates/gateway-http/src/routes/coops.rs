@@ -374,11 +374,14 @@ pub async fn update_settings(
 pub async fn stats(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let coop = common::coop_id(&id)?;
     let stats = state.coops.stats(&coop).await?;
+    let (proposal_count, open_proposal_count) = state.governance.counts(&coop).await?;
     Ok(Json(json!({
         "coop_id": stats.coop.id.as_str(),
         "member_count": stats.coop.member_count,
         "transaction_count": stats.transaction_count,
         "currencies": stats.currencies.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "proposal_count": proposal_count,
+        "open_proposal_count": open_proposal_count,
         "created_at": stats.coop.created_at,
     })))
 }

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod common;
 pub mod coops;
+pub mod governance;
 pub mod health;
 pub mod identity;
 pub mod ledger;

@@ -6,6 +6,7 @@
 mod auth;
 mod coops;
 mod errors;
+mod governance;
 mod headers;
 mod ledger;
 mod limits;

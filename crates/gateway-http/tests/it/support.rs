@@ -63,6 +63,17 @@ impl TestApp {
 
     /// A gateway with a given default trust score and trust anchors.
     pub async fn build(open_enrollment: bool, cors: CorsMode, trust_default: f64, anchors: Vec<Did>) -> Self {
+        let keys = gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(&[77; 32]));
+        Self::build_with_keys(open_enrollment, cors, trust_default, anchors, Arc::new(keys)).await
+    }
+
+    pub async fn build_with_keys(
+        open_enrollment: bool,
+        cors: CorsMode,
+        trust_default: f64,
+        anchors: Vec<Did>,
+        receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
+    ) -> Self {
         let clock = ManualClock::at_secs(START);
         let limiter_clock = gateway_limits::ManualClock::new();
         let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
@@ -77,6 +88,7 @@ impl TestApp {
             clock: Arc::new(clock.clone()),
             limiter_clock: Arc::new(limiter_clock.clone()),
             membership_ttl: Duration::ZERO,
+            receipt_keys,
         };
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         Self { router: gateway_http::router(state.clone()), state, clock, limiter_clock }

@@ -7,12 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gateway_limits::{
-    DidTier, ManualClock, RATE_LIMIT_EXCEEDED_TOTAL, TrustClass, VelocityLimiter, did_limiter,
-    ip_limiter, ip_quota,
+    DidTier, ManualClock, RATE_LIMIT_EXCEEDED_TOTAL, TrustClass, VelocityLimiter, did_limiter, ip_limiter, ip_quota,
 };
-use metrics::{
-    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
-};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 
 /// A recorder keeping counters in memory, installed for one closure at a time.
 #[derive(Default)]
@@ -23,11 +20,7 @@ struct CountingRecorder {
 impl CountingRecorder {
     fn denials(&self, layer: &'static str) -> u64 {
         let key = Key::from_parts(RATE_LIMIT_EXCEEDED_TOTAL, vec![Label::new("layer", layer)]);
-        self.counters
-            .lock()
-            .unwrap()
-            .get(&key)
-            .map_or(0, |c| c.load(Ordering::SeqCst))
+        self.counters.lock().unwrap().get(&key).map_or(0, |c| c.load(Ordering::SeqCst))
     }
 }
 
@@ -73,17 +66,9 @@ fn each_layer_counts_its_denials() {
         assert!(did.check("did:key:low", quota).is_err());
 
         for _ in 0..10 {
-            assert!(
-                velocity
-                    .check("did:key:payer", TrustClass::Isolated)
-                    .is_ok()
-            );
+            assert!(velocity.check("did:key:payer", TrustClass::Isolated).is_ok());
         }
-        assert!(
-            velocity
-                .check("did:key:payer", TrustClass::Isolated)
-                .is_err()
-        );
+        assert!(velocity.check("did:key:payer", TrustClass::Isolated).is_err());
     });
     assert_eq!(recorder.denials("ip"), 2);
     assert_eq!(recorder.denials("did"), 1);

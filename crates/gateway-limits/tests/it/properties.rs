@@ -11,9 +11,8 @@ fn nz(n: u32) -> NonZeroU32 {
 }
 
 fn quota_strategy() -> impl Strategy<Value = Quota> {
-    (1u32..=20, 1u64..=2_000).prop_map(|(burst, interval_ms)| {
-        Quota::with_period(nz(burst), Duration::from_millis(interval_ms)).unwrap()
-    })
+    (1u32..=20, 1u64..=2_000)
+        .prop_map(|(burst, interval_ms)| Quota::with_period(nz(burst), Duration::from_millis(interval_ms)).unwrap())
 }
 
 /// Time steps in milliseconds, mostly small so that keys actually hit their limits.

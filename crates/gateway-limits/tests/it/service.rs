@@ -15,23 +15,14 @@ const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 
 /// The client address as a test header; a real gateway would read the connection info.
 fn client_ip(request: &Request<()>) -> Option<IpAddr> {
-    request
-        .headers()
-        .get("x-client-ip")?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+    request.headers().get("x-client-ip")?.to_str().ok()?.parse().ok()
 }
 
 fn reject(denial: &Denial) -> Response<String> {
     Response::builder()
         .status(StatusCode::TOO_MANY_REQUESTS)
         .header(header::RETRY_AFTER, denial.retry_after_secs())
-        .body(format!(
-            "{{\"error\":\"rate limited\",\"limit\":{}}}",
-            denial.limit
-        ))
+        .body(format!("{{\"error\":\"rate limited\",\"limit\":{}}}", denial.limit))
         .unwrap()
 }
 
@@ -49,10 +40,7 @@ fn echo_remaining(
 ) -> impl Service<Request<()>, Response = Response<String>, Error = Infallible> + Clone {
     service_fn(move |request: Request<()>| {
         calls.fetch_add(1, Ordering::SeqCst);
-        let remaining = request
-            .extensions()
-            .get::<Admission>()
-            .map_or("none".to_owned(), |a| a.remaining.to_string());
+        let remaining = request.extensions().get::<Admission>().map_or("none".to_owned(), |a| a.remaining.to_string());
         async move { Ok::<_, Infallible>(Response::new(remaining)) }
     })
 }
@@ -65,11 +53,7 @@ async fn admitted_requests_carry_their_snapshot() {
     let calls = Arc::new(AtomicUsize::new(0));
     let service = layer.layer(echo_remaining(calls.clone()));
 
-    let response = service
-        .clone()
-        .oneshot(request(Some(CLIENT)))
-        .await
-        .unwrap();
+    let response = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.body(), "19");
     let response = service.oneshot(request(Some(CLIENT))).await.unwrap();
@@ -86,23 +70,12 @@ async fn denied_requests_get_the_rejection_and_skip_the_service() {
     let service = layer.layer(echo_remaining(calls.clone()));
 
     for _ in 0..20 {
-        let response = service
-            .clone()
-            .oneshot(request(Some(CLIENT)))
-            .await
-            .unwrap();
+        let response = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
     }
-    let response = service
-        .clone()
-        .oneshot(request(Some(CLIENT)))
-        .await
-        .unwrap();
+    let response = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(
-        response.headers().get(header::RETRY_AFTER),
-        Some(&HeaderValue::from_static("1"))
-    );
+    assert_eq!(response.headers().get(header::RETRY_AFTER), Some(&HeaderValue::from_static("1")));
     assert_eq!(response.body(), "{\"error\":\"rate limited\",\"limit\":20}");
     assert_eq!(calls.load(Ordering::SeqCst), 20);
 

@@ -1,0 +1,345 @@
+//! The server load harness: starts a release `gatewayd` on a SQLite file, prepares a coop, and
+//! drives it from keep-alive HTTP/1.1 connections (a closed loop: each connection sends its next
+//! request when the answer arrives), reporting requests per second and latency percentiles.
+//!
+//! Scenarios: `payments` (durable payments, each acknowledged after its commit), `balance`
+//! (balance reads), and `peer` (the balance read against the gateway and against the HAProxy
+//! peer of `shared/peers/`, alternated three times, when `haproxy` is installed). Tokens are
+//! minted with the gateway's secret, as the peer's instructions do, so logins (which are
+//! IP-limited by design) are not what is measured. The generator runs on the same two cores as
+//! the server, as any loopback benchmark here must; the figures are therefore pessimistic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use gateway_core::{Did, Ed25519PublicKey};
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+const SECRET: &str = "bench-secret-bench-secret-bench-secret";
+const COOP: &str = "bench";
+const PAYERS: usize = 640;
+const READERS: usize = 4096;
+
+struct Options {
+    seconds: u64,
+    connections: usize,
+    scenario: String,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options { seconds: 10, connections: 64, scenario: "all".into() };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{arg} needs a value"))?;
+        match arg.as_str() {
+            "--seconds" => options.seconds = value.parse().map_err(|_| "--seconds takes a number")?,
+            "--connections" => options.connections = value.parse().map_err(|_| "--connections takes a number")?,
+            "--scenario" => options.scenario = value.clone(),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    let options = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let status = crate::cargo().args(["build", "--release", "--locked", "-p", "gatewayd"]).status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("xtask bench: building gatewayd failed");
+        return ExitCode::FAILURE;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    match runtime.block_on(run(options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn did(n: usize) -> String {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&(n as u64).to_le_bytes());
+    key[31] = 0x5a;
+    Did::key_from_public_key(&Ed25519PublicKey(key)).to_string()
+}
+
+fn token(did: &str, scopes: &[&str]) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let claims = json!({
+        "sub": did, "coop_id": COOP, "scopes": scopes, "iat": now, "exp": now + 3600,
+        "iss": "icn-gateway", "aud": "icn-gateway", "jti": format!("bench-{did}"),
+    });
+    let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes())).expect("token")
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_gateway(dir: &Path) -> Result<Server, String> {
+    use std::io::{BufRead, BufReader};
+    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/gatewayd");
+    let store = format!("sqlite:{}", dir.join("bench.db").display());
+    let mut child = Command::new(binary)
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
+        .args(["--open-enrollment", "true", "--trust-default", "0.9"])
+        .env("ICN_GATEWAY_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "info,tower_http=warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("starting gatewayd: {e}"))?;
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = loop {
+        let line = lines.next().ok_or("gatewayd exited before listening")?.map_err(|e| e.to_string())?;
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Server { child, addr, _dir: dir.to_owned() })
+}
+
+struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: String,
+}
+
+impl Connection {
+    async fn open(addr: &str) -> Result<Self, String> {
+        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        Ok(Self { sender, addr: addr.to_owned() })
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Bytes), String> {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.addr)
+            .header("authorization", format!("Bearer {token}"));
+        let body = match body {
+            Some(b) => {
+                builder = builder.header("content-type", "application/json");
+                Full::new(Bytes::from(b.to_string()))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let response = self
+            .sender
+            .send_request(builder.body(body).map_err(|e| e.to_string())?)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+async fn setup(addr: &str) -> Result<(), String> {
+    let admin_did = did(0);
+    let admin = token(&admin_did, &["coop:read", "coop:write", "ledger:read", "ledger:write"]);
+    let mut conn = Connection::open(addr).await?;
+    let (status, body) =
+        conn.send("POST", "/v1/coops", &admin, Some(&json!({ "name": "Bench", "coop_type": "worker" }))).await?;
+    if status != 201 {
+        return Err(format!("creating the coop: {status} {}", String::from_utf8_lossy(&body)));
+    }
+    for n in 1..PAYERS {
+        let (status, body) =
+            conn.send("POST", "/v1/coops/bench/members", &admin, Some(&json!({ "did": did(n) }))).await?;
+        if status != 201 {
+            return Err(format!("adding member {n}: {status} {}", String::from_utf8_lossy(&body)));
+        }
+    }
+    Ok(())
+}
+
+/// What one scenario run measured.
+struct Figures {
+    requests: u64,
+    errors: u64,
+    seconds: f64,
+    latencies_us: Vec<u32>,
+}
+
+impl Figures {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+
+    fn percentile(&self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        let index = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        f64::from(self.latencies_us[index]) / 1000.0
+    }
+
+    fn line(&self, name: &str) -> String {
+        format!(
+            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+            self.rps(),
+            self.percentile(0.5),
+            self.percentile(0.99),
+            self.percentile(0.999),
+            self.errors
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Payments,
+    Balance,
+}
+
+async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Result<Figures, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let (addr, stop) = (addr.to_owned(), stop.clone());
+        let work: Vec<(String, String, Option<Value>)> = match kind {
+            Kind::Payments => (c..PAYERS)
+                .step_by(connections)
+                .map(|p| {
+                    let body =
+                        json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
+                    (token(&did(p), &["ledger:write"]), "/v1/ledger/bench/payment".to_owned(), Some(body))
+                })
+                .collect(),
+            Kind::Balance => (c..READERS)
+                .step_by(connections)
+                .map(|r| {
+                    (token(&did(r), &["ledger:read"]), format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS)), None)
+                })
+                .collect(),
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Connection::open(&addr).await?;
+            let (mut ok, mut errors, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
+            let expected = if matches!(kind, Kind::Payments) { 201 } else { 200 };
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let (token, path, body) = &work[i % work.len()];
+                i += 1;
+                let started = Instant::now();
+                let (status, _) =
+                    conn.send(if body.is_some() { "POST" } else { "GET" }, path, token, body.as_ref()).await?;
+                latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                if status == expected { ok += 1 } else { errors += 1 }
+            }
+            Ok::<_, String>((ok, errors, latencies))
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut figures = Figures { requests: 0, errors: 0, seconds: 0.0, latencies_us: Vec::new() };
+    for task in tasks {
+        let (ok, errors, latencies) = task.await.map_err(|e| e.to_string())??;
+        figures.requests += ok;
+        figures.errors += errors;
+        figures.latencies_us.extend(latencies);
+    }
+    figures.seconds = started.elapsed().as_secs_f64();
+    figures.latencies_us.sort_unstable();
+    Ok(figures)
+}
+
+fn start_peer(port: u16) -> Option<Child> {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peers/haproxy-balance.cfg");
+    Command::new("haproxy")
+        .arg("-f")
+        .arg(config)
+        .env("JWT_SECRET", SECRET)
+        .env("PEER_PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+}
+
+async fn run(options: Options) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("gateway-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let header = "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | non-2xx |\n|---|---|---|---|---|---|";
+    println!("connections: {}, seconds per run: {}\n\n{header}", options.connections, options.seconds);
+    let all = options.scenario == "all";
+    if all || options.scenario == "payments" {
+        let server = start_gateway(&dir.join("payments"))?;
+        setup(&server.addr).await?;
+        let figures = drive(&server.addr, Kind::Payments, options.connections, options.seconds).await?;
+        println!("{}", figures.line("durable payments (SQLite file, fsync per commit group)"));
+    }
+    if all || options.scenario == "balance" {
+        let server = start_gateway(&dir.join("balance"))?;
+        setup(&server.addr).await?;
+        let figures = drive(&server.addr, Kind::Balance, options.connections, options.seconds).await?;
+        println!("{}", figures.line("balance reads"));
+    }
+    if all || options.scenario == "peer" {
+        let server = start_gateway(&dir.join("peer"))?;
+        setup(&server.addr).await?;
+        let port = 18081;
+        match start_peer(port) {
+            None => println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)"),
+            Some(mut peer) => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let peer_addr = format!("127.0.0.1:{port}");
+                let mut ratios = Vec::new();
+                for round in 1..=3 {
+                    let ours = drive(&server.addr, Kind::Balance, options.connections, options.seconds).await?;
+                    let theirs = drive(&peer_addr, Kind::Balance, options.connections, options.seconds).await?;
+                    println!("{}", ours.line(&format!("round {round}: gateway balance read")));
+                    println!("{}", theirs.line(&format!("round {round}: HAProxy peer")));
+                    ratios.push((ours.rps() / theirs.rps(), ours.percentile(0.99) / theirs.percentile(0.99)));
+                }
+                let _ = peer.kill();
+                let _ = peer.wait();
+                let n = ratios.len() as f64;
+                let rps = ratios.iter().map(|r| r.0).sum::<f64>() / n;
+                let p99 = ratios.iter().map(|r| r.1).sum::<f64>() / n;
+                println!("\ngateway / peer, mean of 3 alternations: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
