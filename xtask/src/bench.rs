@@ -103,6 +103,7 @@ impl Drop for Server {
 
 fn start_gateway(dir: &Path) -> Result<Server, String> {
     use std::io::{BufRead, BufReader};
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/gatewayd");
     let store = format!("sqlite:{}", dir.join("bench.db").display());
     let mut child = Command::new(binary)

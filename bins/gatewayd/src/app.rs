@@ -78,7 +78,7 @@ pub(crate) async fn run(
         receipt_keys: Arc::new(crate::keys::KeystoreKeys::load(config.keystore.clone()).await),
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
-    tasks::spawn_background(&state, store.postgres_pool().is_some());
+    tasks::spawn_background(&state, store.postgres_pool().is_some(), config.builtin_executor);
     let app = gateway_http::router(state);
 
     let metrics_listener = TcpListener::bind(config.metrics_listen)

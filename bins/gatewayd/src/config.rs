@@ -113,6 +113,9 @@ pub(crate) struct Settings {
     /// Grant any requested scopes for any cooperative (development only).
     #[arg(long, env = "ICN_GATEWAY_OPEN_ENROLLMENT", global = true)]
     pub(crate) open_enrollment: Option<bool>,
+    /// Run CCL tasks with the built-in interpreter [default: true].
+    #[arg(long, env = "ICN_GATEWAY_BUILTIN_EXECUTOR", global = true)]
+    pub(crate) builtin_executor: Option<bool>,
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
@@ -141,6 +144,7 @@ pub(crate) struct FileConfig {
     tls_key: Option<PathBuf>,
     cors_origin: Option<String>,
     open_enrollment: Option<bool>,
+    builtin_executor: Option<bool>,
     dev: Option<bool>,
     #[serde(default)]
     auth: AuthSection,
@@ -202,6 +206,8 @@ pub(crate) struct GatewayConfig {
     pub(crate) cors_origin: Option<String>,
     /// Open enrollment.
     pub(crate) open_enrollment: bool,
+    /// Whether the built-in executor runs CCL tasks.
+    pub(crate) builtin_executor: bool,
     /// The development profile.
     pub(crate) dev: bool,
 }
@@ -275,6 +281,7 @@ impl GatewayConfig {
                 .or(file.open_enrollment)
                 .or(file.auth.open_enrollment)
                 .unwrap_or(dev),
+            builtin_executor: settings.builtin_executor.or(file.builtin_executor).unwrap_or(true),
             dev,
         })
     }
@@ -282,7 +289,7 @@ impl GatewayConfig {
     /// A human-readable summary with secrets redacted, for `config check` and start-up logs.
     pub(crate) fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {:?}\nredis = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\ndev = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {:?}\nredis = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -297,6 +304,7 @@ impl GatewayConfig {
             self.tls.is_some(),
             self.cors_origin,
             self.open_enrollment,
+            self.builtin_executor,
             self.dev,
         )
     }

@@ -1,4 +1,5 @@
-//! Background work of a running gateway: limiter eviction, the proposal sweeper, ledger gauges and the integrity audit
+//! Background work of a running gateway: the built-in compute executor and claim timeouts,
+//! limiter eviction, the proposal sweeper, ledger gauges and the integrity audit
 //! behind `icn_ledger_entries_quarantined`, and (when replicas
 //! share PostgreSQL) refreshing the trust graph written by other replicas.
 
@@ -14,7 +15,21 @@ use gateway_http::AppState;
 const MAX_CURRENCY_LABELS: usize = 100;
 
 /// Starts the periodic tasks; they end with the runtime.
-pub(crate) fn spawn_background(state: &AppState, shared_store: bool) {
+pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_executor: bool) {
+    if builtin_executor {
+        tokio::spawn(state.compute.clone().run_builtin_executor());
+    }
+    let compute = state.compute.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            if let Err(err) = compute.expire_claims().await {
+                tracing::warn!("expiring compute claims failed: {err}");
+            }
+        }
+    });
+
     let limits = state.limits.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(30));

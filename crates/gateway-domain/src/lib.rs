@@ -5,12 +5,14 @@
 //! `gateway-core` and its own. Storage is reached only through the capability traits of
 //! [`ports`], implemented once per backend.
 
+pub mod compute;
 pub mod coops;
 pub mod events;
 pub mod governance;
 pub mod ledger;
 pub mod notifications;
 pub mod ports;
+pub mod tasks;
 pub mod trust;
 
 pub use ports::StoreHealth;

@@ -81,9 +81,9 @@ where
 }
 
 /// Everything one transaction can touch.
-pub trait Tx: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + Send {}
+pub trait Tx: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + ComputeTx + Send {}
 
-impl<T: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + Send> Tx for T {}
+impl<T: LedgerTx + EventTx + NotificationTx + CoopTx + TrustTx + GovTx + ComputeTx + Send> Tx for T {}
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -533,6 +533,56 @@ pub trait GovTx: Send {
     async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error>;
 }
 
+/// A compute task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// Id.
+    pub task_id: String,
+    /// Cooperative of the submitter's token.
+    pub coop_id: CoopId,
+    /// SHA-256 hex of the canonical task.
+    pub task_hash: String,
+    /// `pending`, `claimed`, `completed`, `failed`, `cancelled` or `timed_out`.
+    pub status: String,
+    /// Who submitted it.
+    pub submitter: Did,
+    /// Who claimed it (a DID, or `builtin`).
+    pub executor: Option<String>,
+    /// `ccl`.
+    pub code_type: String,
+    /// The serialised contract.
+    pub code: String,
+    /// String inputs.
+    pub inputs: Value,
+    /// Fuel bound.
+    pub fuel_limit: u64,
+    /// `low`, `normal` or `high`.
+    pub priority: String,
+    /// Unix seconds.
+    pub submitted_at: u64,
+    /// When claimed.
+    pub claimed_at: Option<u64>,
+    /// When the current claim times out.
+    pub deadline: Option<u64>,
+    /// Claims so far.
+    pub attempts: u32,
+    /// When it ended.
+    pub finished_at: Option<u64>,
+    /// `{"outcome", "output", "error", "fuel_used"}` once ended.
+    pub result: Option<Value>,
+}
+
+/// Compute task writes.
+#[async_trait]
+pub trait ComputeTx: Send {
+    /// Stores a new task.
+    async fn insert_task(&mut self, task: &TaskRecord) -> Result<(), Error>;
+    /// A task of the coop.
+    async fn task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error>;
+    /// Replaces a task's mutable fields.
+    async fn update_task(&mut self, task: &TaskRecord) -> Result<(), Error>;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reads outside transactions
 
@@ -627,6 +677,18 @@ pub trait GovReads: Send + Sync + fmt::Debug {
     async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<Value>, Error>;
     /// Every signing key, current and retired, oldest first.
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error>;
+}
+
+/// Compute task reads.
+#[async_trait]
+pub trait ComputeReads: Send + Sync + fmt::Debug {
+    /// A page of a coop's tasks (newest first) with these statuses (all when empty), and the total.
+    async fn tasks(&self, coop: &CoopId, statuses: &[&str], page: PageRequest)
+    -> Result<(Vec<TaskRecord>, u64), Error>;
+    /// The oldest pending tasks of any coop, highest priority first.
+    async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error>;
+    /// Claimed tasks whose deadline has passed.
+    async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error>;
 }
 
 /// Event outbox reads, for the WebSocket stream.

@@ -36,7 +36,7 @@ pub use error::{ApiError, ApiResult};
 pub use state::{AppState, CorsMode, HttpConfig};
 
 use crate::middleware::REQUEST_ID;
-use crate::routes::{auth, coops, governance, health, identity, ledger, notifications, trust};
+use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};
 
 /// The login routes: public, behind the IP rate-limit layer.
 fn login_routes() -> OpenApiRouter<AppState> {
@@ -105,6 +105,15 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(governance::proof))
         .routes(routes!(governance::delegate, governance::delegations))
         .routes(routes!(governance::revoke))
+        .routes(routes!(compute::submit))
+        .routes(routes!(compute::short_submit, compute::short_list))
+        .routes(routes!(compute::list_tasks))
+        .routes(routes!(compute::get_task))
+        .routes(routes!(compute::short_get))
+        .routes(routes!(compute::cancel))
+        .routes(routes!(compute::short_cancel))
+        .routes(routes!(compute::claim))
+        .routes(routes!(compute::complete))
 }
 
 /// The OpenAPI document of every route.

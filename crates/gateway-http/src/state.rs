@@ -71,6 +71,8 @@ pub struct AppState {
     pub notifications: Notifications,
     /// Governance.
     pub governance: gateway_domain::governance::Governance,
+    /// Compute tasks.
+    pub compute: gateway_domain::tasks::Compute,
     /// The rate-limiting layers.
     pub limits: Arc<RateLimits>,
     /// Per-request membership checks.
@@ -132,6 +134,7 @@ pub trait GatewayStore:
     + gateway_domain::ports::NotificationReads
     + gateway_domain::ports::TrustReads
     + gateway_domain::ports::GovReads
+    + gateway_domain::ports::ComputeReads
     + StoreHealth
     + gateway_core::MembershipLookup
     + 'static
@@ -145,6 +148,7 @@ impl<T> GatewayStore for T where
         + gateway_domain::ports::NotificationReads
         + gateway_domain::ports::TrustReads
         + gateway_domain::ports::GovReads
+        + gateway_domain::ports::ComputeReads
         + StoreHealth
         + gateway_core::MembershipLookup
         + 'static
@@ -182,6 +186,7 @@ pub async fn assemble<S: GatewayStore>(
         options.receipt_keys.clone(),
         clock.clone(),
     );
+    let compute = gateway_domain::tasks::Compute::new(store.clone(), store.clone(), graph.clone(), clock.clone());
     if let Ok(signer) = options.receipt_keys.signer() {
         governance.register_key(signer.public_key()).await?;
     }
@@ -202,6 +207,7 @@ pub async fn assemble<S: GatewayStore>(
         trust,
         notifications,
         governance,
+        compute,
         limits,
         membership,
         config: Arc::new(options.http),

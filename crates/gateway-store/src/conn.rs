@@ -8,9 +8,9 @@
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
 use gateway_domain::ports::{
-    ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx, GovTx,
-    IdempotencyRecord, LedgerTx, MemberRecord, NotificationRecord, NotificationTx, ProposalRecord, QuoteRecord,
-    RateRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
+    ComputeTx, ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx,
+    GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationRecord, NotificationTx, ProposalRecord, QuoteRecord,
+    RateRecord, TaskRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
 };
 use serde_json::Value;
 use sqlx::{PgConnection, SqliteConnection};
@@ -87,8 +87,7 @@ pub(crate) fn parse_role(text: &str) -> Result<Role, Error> {
 
 /// Columns of `coops` plus the member count, in this order.
 pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
-     c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, \
-     (SELECT COUNT(*) FROM members m WHERE m.coop_id = c.id)";
+     c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, c.member_count";
 
 pub(crate) type CoopRow = (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64);
 
@@ -596,7 +595,8 @@ impl CoopTx for Conn<'_> {
         .execute(c)
         .await
         .map(|_| ()))
-        .map_err(db_error)
+        .map_err(db_error)?;
+        self.adjust_member_count(coop, 1).await
     }
 
     async fn update_member(&mut self, coop: &CoopId, m: &MemberRecord) -> Result<(), Error> {
@@ -612,13 +612,14 @@ impl CoopTx for Conn<'_> {
     }
 
     async fn delete_member(&mut self, coop: &CoopId, did: &Did) -> Result<(), Error> {
-        on!(self, |c| sqlx::query("DELETE FROM members WHERE coop_id = $1 AND did = $2")
+        let removed = on!(self, |c| sqlx::query("DELETE FROM members WHERE coop_id = $1 AND did = $2")
             .bind(coop.as_str())
             .bind(did.as_str())
             .execute(c)
             .await
-            .map(|_| ()))
-        .map_err(db_error)
+            .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        if removed > 0 { self.adjust_member_count(coop, -1).await } else { Ok(()) }
     }
 
     async fn count_admins(&mut self, coop: &CoopId) -> Result<u64, Error> {
@@ -975,6 +976,129 @@ impl GovTx for Conn<'_> {
         .execute(c)
         .await
         .map(|_| ()))
+        .map_err(db_error)
+    }
+}
+
+/// Columns of `compute_tasks`, in this order.
+pub(crate) const TASK_COLUMNS: &str = "task_id, coop_id, task_hash, status, submitter, executor, code_type, code, inputs, \
+     fuel_limit, priority, submitted_at, claimed_at, deadline, attempts, finished_at, result";
+
+/// A `compute_tasks` row.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TaskRow {
+    task_id: String,
+    coop_id: String,
+    task_hash: String,
+    status: String,
+    submitter: String,
+    executor: Option<String>,
+    code_type: String,
+    code: String,
+    inputs: String,
+    fuel_limit: i64,
+    priority: String,
+    submitted_at: i64,
+    claimed_at: Option<i64>,
+    deadline: Option<i64>,
+    attempts: i64,
+    finished_at: Option<i64>,
+    result: Option<String>,
+}
+
+pub(crate) fn task_from_row(row: TaskRow) -> Result<TaskRecord, Error> {
+    Ok(TaskRecord {
+        task_id: row.task_id,
+        coop_id: parse_coop(&row.coop_id)?,
+        task_hash: row.task_hash,
+        status: row.status,
+        submitter: parse_did(&row.submitter)?,
+        executor: row.executor,
+        code_type: row.code_type,
+        code: row.code,
+        inputs: parse_json(&row.inputs)?,
+        fuel_limit: to_u64(row.fuel_limit),
+        priority: row.priority,
+        submitted_at: to_u64(row.submitted_at),
+        claimed_at: row.claimed_at.map(to_u64),
+        deadline: row.deadline.map(to_u64),
+        attempts: u32::try_from(row.attempts).unwrap_or(u32::MAX),
+        finished_at: row.finished_at.map(to_u64),
+        result: row.result.as_deref().map(parse_json).transpose()?,
+    })
+}
+
+#[async_trait]
+impl ComputeTx for Conn<'_> {
+    async fn insert_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
+        let sql = format!(
+            "INSERT INTO compute_tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+        );
+        let inputs = t.inputs.to_string();
+        let result = t.result.as_ref().map(Value::to_string);
+        on!(self, |c| sqlx::query(&sql)
+            .bind(&t.task_id)
+            .bind(t.coop_id.as_str())
+            .bind(&t.task_hash)
+            .bind(&t.status)
+            .bind(t.submitter.as_str())
+            .bind(t.executor.as_deref())
+            .bind(&t.code_type)
+            .bind(&t.code)
+            .bind(&inputs)
+            .bind(to_i64(t.fuel_limit)?)
+            .bind(&t.priority)
+            .bind(to_i64(t.submitted_at)?)
+            .bind(t.claimed_at.map(to_i64).transpose()?)
+            .bind(t.deadline.map(to_i64).transpose()?)
+            .bind(i64::from(t.attempts))
+            .bind(t.finished_at.map(to_i64).transpose()?)
+            .bind(result.as_deref())
+            .execute(c)
+            .await
+            .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error> {
+        let sql = format!("SELECT {TASK_COLUMNS} FROM compute_tasks WHERE coop_id = $1 AND task_id = $2");
+        let row: Option<TaskRow> =
+            on!(self, |c| sqlx::query_as(&sql).bind(coop.as_str()).bind(id).fetch_optional(c).await)
+                .map_err(db_error)?;
+        row.map(task_from_row).transpose()
+    }
+
+    async fn update_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
+        let result = t.result.as_ref().map(Value::to_string);
+        on!(self, |c| sqlx::query(
+            "UPDATE compute_tasks SET status = $3, executor = $4, claimed_at = $5, deadline = $6, attempts = $7, \
+             finished_at = $8, result = $9 WHERE coop_id = $1 AND task_id = $2"
+        )
+        .bind(t.coop_id.as_str())
+        .bind(&t.task_id)
+        .bind(&t.status)
+        .bind(t.executor.as_deref())
+        .bind(t.claimed_at.map(to_i64).transpose()?)
+        .bind(t.deadline.map(to_i64).transpose()?)
+        .bind(i64::from(t.attempts))
+        .bind(t.finished_at.map(to_i64).transpose()?)
+        .bind(result.as_deref())
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+}
+
+impl Conn<'_> {
+    /// Keeps `coops.member_count` equal to the number of member rows.
+    async fn adjust_member_count(&mut self, coop: &CoopId, delta: i64) -> Result<(), Error> {
+        on!(self, |c| sqlx::query("UPDATE coops SET member_count = member_count + $2 WHERE id = $1")
+            .bind(coop.as_str())
+            .bind(delta)
+            .execute(c)
+            .await
+            .map(|_| ()))
         .map_err(db_error)
     }
 }

@@ -260,7 +260,7 @@ mod tests {
     async fn membership_distinguishes_the_three_cases() {
         let store = Store::open(&StoreSpec::Memory).await.unwrap();
         let Backend::Sqlite(pool) = &store.backend else { unreachable!() };
-        sqlx::query("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50)")
+        sqlx::query("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)")
             .execute(pool)
             .await
             .unwrap();

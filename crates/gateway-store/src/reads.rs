@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ports::{
-    CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads, MemberRecord,
-    NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
-    TransactionRecord, TrustEdge, TrustReads,
+    ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads,
+    MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
+    TaskRecord, TransactionRecord, TrustEdge, TrustReads,
 };
 
 use crate::conn::{
@@ -353,16 +353,15 @@ impl GovReads for Store {
     }
 
     async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> =
-            read!(self, |p| {
-                sqlx::query_as(
+        let rows: Vec<(String, String)> = read!(self, |p| {
+            sqlx::query_as(
             "SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500"
         )
         .bind(to_i64(now)?)
         .fetch_all(p)
         .await
-            })
-            .map_err(db_error)?;
+        })
+        .map_err(db_error)?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
@@ -393,5 +392,58 @@ impl GovReads for Store {
                 valid_until: until.map(to_u64),
             })
             .collect())
+    }
+}
+
+#[async_trait]
+impl ComputeReads for Store {
+    async fn tasks(
+        &self,
+        coop: &CoopId,
+        statuses: &[&str],
+        page: PageRequest,
+    ) -> Result<(Vec<TaskRecord>, u64), Error> {
+        let (limit, offset) = page_params(page)?;
+        // Statuses come from a fixed list in the domain, never from clients, so they are inlined.
+        let filter = if statuses.is_empty() {
+            "coop_id = $1".to_owned()
+        } else {
+            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.replace('\'', ""))).collect();
+            format!("coop_id = $1 AND status IN ({})", list.join(", "))
+        };
+        let sql = format!(
+            "SELECT {} FROM compute_tasks WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3",
+            crate::conn::TASK_COLUMNS
+        );
+        let rows: Vec<crate::conn::TaskRow> =
+            read!(self, |p| sqlx::query_as(&sql).bind(coop.as_str()).bind(limit).bind(offset).fetch_all(p).await)
+                .map_err(db_error)?;
+        let count = format!("SELECT COUNT(*) FROM compute_tasks WHERE {filter}");
+        let total: i64 =
+            read!(self, |p| sqlx::query_scalar(&count).bind(coop.as_str()).fetch_one(p).await).map_err(db_error)?;
+        Ok((rows.into_iter().map(crate::conn::task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+    }
+
+    async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
+        let rows: Vec<(String, String)> = read!(self, |p| sqlx::query_as(
+            "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
+             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1"
+        )
+        .bind(i64::from(limit))
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
+    }
+
+    async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
+        let rows: Vec<(String, String)> = read!(self, |p| sqlx::query_as(
+            "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500"
+        )
+        .bind(to_i64(now)?)
+        .fetch_all(p)
+        .await)
+        .map_err(db_error)?;
+        rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 }

@@ -21,6 +21,8 @@ pub struct Gateway {
     pub child: Child,
     pub api: String,
     pub metrics: String,
+    /// Every line the gateway has logged so far.
+    pub logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Gateway {
@@ -32,10 +34,16 @@ impl Drop for Gateway {
 
 /// Starts `gatewayd` on a SQLite file in `dir` with extra flags; waits for its addresses.
 pub fn start(dir: &Path, extra: &[&str]) -> Gateway {
+    start_with_env(dir, extra, &[])
+}
+
+/// [`start`] with extra environment variables.
+pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
     let store = format!("sqlite:{}", dir.join("gw.db").display());
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
         .args(extra)
+        .envs(env.iter().copied())
         .env("ICN_GATEWAY_JWT_SECRET", SECRET)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
@@ -44,8 +52,11 @@ pub fn start(dir: &Path, extra: &[&str]) -> Gateway {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let logs: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+    let kept = logs.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            kept.lock().unwrap().push(line.clone());
             let _ = tx.send(line);
         }
     });
@@ -59,7 +70,7 @@ pub fn start(dir: &Path, extra: &[&str]) -> Gateway {
             metrics = Some(rest.trim().trim_end_matches("/metrics").to_owned());
         }
     }
-    Gateway { child, api: api.unwrap(), metrics: metrics.unwrap() }
+    Gateway { child, api: api.unwrap(), metrics: metrics.unwrap(), logs }
 }
 
 /// One request on a fresh connection; `None` when the connection fails (e.g. the server died).

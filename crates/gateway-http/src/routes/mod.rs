@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod common;
+pub mod compute;
 pub mod coops;
 pub mod governance;
 pub mod health;

@@ -4,6 +4,7 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod auth;
+mod compute;
 mod coops;
 mod errors;
 mod governance;

@@ -1,0 +1,406 @@
+//! Compute tasks: submission, the executor protocol (claim, complete with a signature over the
+//! result), cancellation, claim timeouts, and the executor built into the gateway.
+//!
+//! A task's `task_hash` is the SHA-256 of the RFC 8785 (JCS) form of
+//! `{"code", "code_type", "coop_id", "fuel_limit", "inputs", "priority", "submitter", "task_id"}`.
+//! An executor completes a task by signing, with the Ed25519 key of its DID, the 64 bytes
+//! `task_hash (32 bytes) ‖ SHA-256(JCS(output))`. Running code is the interpreter's business
+//! ([`crate::compute::ccl`]); this module only moves tasks through their states.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ed25519_dalek::{Signature, VerifyingKey};
+use gateway_core::{Clock, CoopId, Did, DidResolver, Error, KeyDidResolver, PageRequest};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::compute::ccl;
+use crate::events::{CoopEventType, emit, new_id};
+use crate::notifications::{Note, notify};
+use crate::ports::{ComputeReads, TaskRecord, Transactor, Tx, transaction};
+use crate::trust::TrustGraph;
+
+/// Trust needed to submit a task.
+pub const COMPUTE_MIN_TRUST: f64 = 0.3;
+/// Largest fuel limit.
+pub const MAX_FUEL: u64 = 10_000_000;
+/// How long a claim may stay uncompleted, seconds.
+pub const CLAIM_DEADLINE_SECS: u64 = 60;
+/// Claims a task gets before a timeout fails it.
+pub const MAX_ATTEMPTS: u32 = 2;
+/// The executor name recorded for the built-in executor.
+pub const BUILTIN_EXECUTOR: &str = "builtin";
+
+/// A task as submitted.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// Must be `ccl`.
+    pub code_type: String,
+    /// The serialised CCL contract.
+    pub code: String,
+    /// String inputs.
+    pub inputs: BTreeMap<String, String>,
+    /// Fuel bound, `1..=10_000_000`.
+    pub fuel_limit: u64,
+    /// `low`, `normal` (default) or `high`.
+    pub priority: Option<String>,
+}
+
+/// An executor's report.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The output (any JSON).
+    pub output: Value,
+    /// Fuel spent, at most the limit.
+    pub fuel_used: u64,
+    /// Hex Ed25519 signature over `task_hash ‖ SHA-256(JCS(output))`.
+    pub signature: String,
+    /// `success` (default), `failed` or `out_of_fuel`.
+    pub outcome: Option<String>,
+    /// Error text for a failure.
+    pub error: Option<String>,
+}
+
+/// Statuses a `status` filter matches (`running` matches claimed tasks).
+pub fn statuses_for(filter: &str) -> Result<Vec<&'static str>, Error> {
+    Ok(match filter {
+        "pending" => vec!["pending"],
+        "claimed" | "running" => vec!["claimed"],
+        "completed" => vec!["completed"],
+        "failed" => vec!["failed"],
+        "cancelled" => vec!["cancelled"],
+        "timed_out" => vec!["timed_out"],
+        _ => {
+            return Err(Error::bad_request_field(
+                "status",
+                "status is pending, claimed, running, completed, failed, cancelled or timed_out",
+            ));
+        }
+    })
+}
+
+/// The JCS bytes of a JSON value.
+fn jcs(value: &Value) -> Result<Vec<u8>, Error> {
+    serde_jcs::to_vec(value).map_err(|e| Error::Internal(format!("canonical JSON: {e}")))
+}
+
+/// The hash of the canonical task.
+pub fn task_hash(task: &TaskRecord) -> Result<String, Error> {
+    let canonical = json!({
+        "code": task.code, "code_type": task.code_type, "coop_id": task.coop_id.as_str(), "fuel_limit": task.fuel_limit,
+        "inputs": task.inputs, "priority": task.priority, "submitter": task.submitter.as_str(), "task_id": task.task_id,
+    });
+    Ok(hex::encode(Sha256::digest(jcs(&canonical)?)))
+}
+
+/// The message an executor signs: `task_hash ‖ SHA-256(JCS(output))`.
+pub fn completion_message(task_hash: &str, output: &Value) -> Result<Vec<u8>, Error> {
+    let mut message = hex::decode(task_hash).map_err(|_| Error::Internal("stored task hash is not hex".into()))?;
+    message.extend_from_slice(&Sha256::digest(jcs(output)?));
+    Ok(message)
+}
+
+async fn require_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
+    tx.task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
+}
+
+fn task_event(task: &TaskRecord) -> Value {
+    json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status, "submitter": task.submitter.as_str(),
+            "executor": task.executor, "result": task.result })
+}
+
+/// Ends a task with a result, its `ComputeTaskCompleted` event and the submitter's notification.
+async fn finish(tx: &mut dyn Tx, task: &mut TaskRecord, status: &str, result: Value, now: u64) -> Result<(), Error> {
+    task.status = status.to_owned();
+    task.finished_at = Some(now);
+    task.deadline = None;
+    task.result = Some(result);
+    tx.update_task(task).await?;
+    emit(tx, &task.coop_id, CoopEventType::ComputeTaskCompleted, now, task_event(task)).await?;
+    let note = Note {
+        kind: "task_finished",
+        title: "Compute task finished".into(),
+        body: format!("Your task {} ended: {status}.", task.task_id),
+        data: json!({ "task_id": task.task_id, "status": status }),
+    };
+    notify(tx, &task.submitter, &task.coop_id, note, now).await
+}
+
+/// The compute service.
+#[derive(Debug, Clone)]
+pub struct Compute {
+    transactor: Arc<dyn Transactor>,
+    reads: Arc<dyn ComputeReads>,
+    trust: Arc<TrustGraph>,
+    clock: Arc<dyn Clock>,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Compute {
+    /// The service over its ports.
+    pub fn new(
+        transactor: Arc<dyn Transactor>,
+        reads: Arc<dyn ComputeReads>,
+        trust: Arc<TrustGraph>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { transactor, reads, trust, clock, wake: Arc::new(tokio::sync::Notify::new()) }
+    }
+
+    /// Validates and stores a task (trust ≥ 0.3).
+    pub async fn submit(&self, coop: &CoopId, submitter: &Did, submission: Submission) -> Result<TaskRecord, Error> {
+        let score = self.trust.score(submitter);
+        if score < COMPUTE_MIN_TRUST {
+            return Err(Error::InsufficientTrust { required: COMPUTE_MIN_TRUST, actual: score });
+        }
+        if submission.code_type != "ccl" {
+            return Err(Error::bad_request_field("code_type", "code_type must be \"ccl\""));
+        }
+        ccl::parse_contract(&submission.code).map_err(|e| Error::bad_request_field(&e.field, e.message.clone()))?;
+        if !(1..=MAX_FUEL).contains(&submission.fuel_limit) {
+            return Err(Error::bad_request_field("fuel_limit", format!("fuel_limit is 1 to {MAX_FUEL}")));
+        }
+        let priority = submission.priority.unwrap_or_else(|| "normal".into());
+        if !matches!(priority.as_str(), "low" | "normal" | "high") {
+            return Err(Error::bad_request_field("priority", "priority is low, normal or high"));
+        }
+        let now = self.clock.now_unix_secs();
+        let mut task = TaskRecord {
+            task_id: new_id(),
+            coop_id: coop.clone(),
+            task_hash: String::new(),
+            status: "pending".into(),
+            submitter: submitter.clone(),
+            executor: None,
+            code_type: submission.code_type,
+            code: submission.code,
+            inputs: json!(submission.inputs),
+            fuel_limit: submission.fuel_limit,
+            priority,
+            submitted_at: now,
+            claimed_at: None,
+            deadline: None,
+            attempts: 0,
+            finished_at: None,
+            result: None,
+        };
+        task.task_hash = task_hash(&task)?;
+        let task = transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                tx.insert_task(&task).await?;
+                emit(tx, &task.coop_id, CoopEventType::ComputeTaskSubmitted, now, task_event(&task)).await?;
+                Ok(task)
+            })
+        })
+        .await?;
+        self.wake.notify_one();
+        Ok(task)
+    }
+
+    /// A task.
+    pub async fn get(&self, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
+        let (coop, id) = (coop.clone(), id.to_owned());
+        transaction(self.transactor.as_ref(), move |tx| Box::pin(async move { require_task(tx, &coop, &id).await }))
+            .await
+    }
+
+    /// A page of tasks, optionally filtered by status.
+    pub async fn list(
+        &self,
+        coop: &CoopId,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> Result<(Vec<TaskRecord>, u64), Error> {
+        let statuses = status.map(statuses_for).transpose()?.unwrap_or_default();
+        self.reads.tasks(coop, &statuses, page).await
+    }
+
+    /// Cancels a pending or claimed task; only its submitter may.
+    pub async fn cancel(&self, coop: &CoopId, caller: &Did, id: &str) -> Result<TaskRecord, Error> {
+        let (coop, caller, id, now) = (coop.clone(), caller.clone(), id.to_owned(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let mut task = require_task(tx, &coop, &id).await?;
+                if task.submitter != caller {
+                    return Err(Error::forbidden("only the submitter may cancel a task"));
+                }
+                if !matches!(task.status.as_str(), "pending" | "claimed") {
+                    return Err(Error::conflict(format!("task '{id}' is {} and cannot be cancelled", task.status)));
+                }
+                task.status = "cancelled".into();
+                task.finished_at = Some(now);
+                task.deadline = None;
+                task.result = Some(json!({ "outcome": "cancelled", "output": null, "error": null, "fuel_used": 0 }));
+                tx.update_task(&task).await?;
+                emit(tx, &coop, CoopEventType::ComputeTaskCancelled, now, task_event(&task)).await?;
+                Ok(task)
+            })
+        })
+        .await
+    }
+
+    /// Claims a pending task for an executor (a DID, or [`BUILTIN_EXECUTOR`]).
+    pub async fn claim(&self, coop: &CoopId, executor: &str, id: &str) -> Result<TaskRecord, Error> {
+        let (coop, executor, id, now) = (coop.clone(), executor.to_owned(), id.to_owned(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let mut task = require_task(tx, &coop, &id).await?;
+                if task.status != "pending" {
+                    return Err(Error::conflict(format!("task '{id}' is {}, not pending", task.status)));
+                }
+                task.status = "claimed".into();
+                task.executor = Some(executor);
+                task.claimed_at = Some(now);
+                task.deadline = Some(now + CLAIM_DEADLINE_SECS);
+                task.attempts += 1;
+                tx.update_task(&task).await?;
+                emit(tx, &coop, CoopEventType::ComputeTaskClaimed, now, task_event(&task)).await?;
+                Ok(task)
+            })
+        })
+        .await
+    }
+
+    /// Completes a task claimed by `executor`, checking its signature over the result.
+    pub async fn complete(
+        &self,
+        coop: &CoopId,
+        executor: &Did,
+        id: &str,
+        completion: Completion,
+    ) -> Result<TaskRecord, Error> {
+        let outcome = completion.outcome.clone().unwrap_or_else(|| "success".into());
+        let status = match outcome.as_str() {
+            "success" => "completed",
+            "failed" | "out_of_fuel" => "failed",
+            _ => return Err(Error::bad_request_field("outcome", "outcome is success, failed or out_of_fuel")),
+        };
+        let signature: [u8; 64] = hex::decode(&completion.signature)
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| Error::bad_request_field("signature", "signature must be 128 hex characters"))?;
+        let key = KeyDidResolver.resolve(executor)?;
+        let (coop, executor, id, now) = (coop.clone(), executor.clone(), id.to_owned(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let mut task = require_task(tx, &coop, &id).await?;
+                if task.status != "claimed" {
+                    return Err(Error::conflict(format!("task '{id}' is {}, not claimed", task.status)));
+                }
+                if task.executor.as_deref() != Some(executor.as_str()) {
+                    return Err(Error::forbidden("the task is claimed by another executor"));
+                }
+                if completion.fuel_used > task.fuel_limit {
+                    return Err(Error::bad_request_field("fuel_used", "fuel_used exceeds the task's fuel_limit"));
+                }
+                let message = completion_message(&task.task_hash, &completion.output)?;
+                let valid = VerifyingKey::from_bytes(&key.0)
+                    .map(|k| k.verify_strict(&message, &Signature::from_bytes(&signature)).is_ok())
+                    .unwrap_or(false);
+                if !valid {
+                    metrics::counter!("icn_compute_signatures_invalid_total").increment(1);
+                    return Err(Error::bad_request_field("signature", "the signature does not verify against the executor's key"));
+                }
+                let result = json!({ "outcome": outcome, "output": completion.output, "error": completion.error, "fuel_used": completion.fuel_used });
+                finish(tx, &mut task, status, result, now).await?;
+                Ok(task)
+            })
+        })
+        .await
+    }
+
+    /// Handles claims past their deadline: back to pending once, then timed out. Returns how
+    /// many timed out.
+    pub async fn expire_claims(&self) -> Result<usize, Error> {
+        let now = self.clock.now_unix_secs();
+        let due = self.reads.expired_claims(now).await?;
+        let count = due.len();
+        for (coop, id) in due {
+            let returned = transaction(self.transactor.as_ref(), move |tx| {
+                Box::pin(async move {
+                    let mut task = require_task(tx, &coop, &id).await?;
+                    if task.status != "claimed" || task.deadline.is_none_or(|d| d > now) {
+                        return Ok(false);
+                    }
+                    if task.attempts < MAX_ATTEMPTS {
+                        task.status = "pending".into();
+                        task.executor = None;
+                        task.claimed_at = None;
+                        task.deadline = None;
+                        tx.update_task(&task).await?;
+                        Ok(true)
+                    } else {
+                        let result = json!({ "outcome": "timeout", "output": null, "error": "the executor did not complete in time", "fuel_used": 0 });
+                        finish(tx, &mut task, "timed_out", result, now).await?;
+                        Ok(false)
+                    }
+                })
+            })
+            .await?;
+            metrics::counter!("icn_compute_tasks_timeout_total").increment(1);
+            if returned {
+                self.wake.notify_one();
+            }
+        }
+        Ok(count)
+    }
+
+    /// Runs one pending task with the built-in interpreter, if there is one; returns whether it did.
+    pub async fn run_one_builtin(&self) -> Result<bool, Error> {
+        let Some((coop, id)) = self.reads.pending_tasks(1).await?.into_iter().next() else {
+            return Ok(false);
+        };
+        let task = match self.claim(&coop, BUILTIN_EXECUTOR, &id).await {
+            Ok(task) => task,
+            // Another executor took it first.
+            Err(Error::Conflict { .. }) => return Ok(true),
+            Err(err) => return Err(err),
+        };
+        let inputs: BTreeMap<String, String> = serde_json::from_value(task.inputs.clone()).unwrap_or_default();
+        let (code, fuel) = (task.code.clone(), task.fuel_limit);
+        let run = tokio::task::spawn_blocking(move || {
+            ccl::parse_contract(&code).map(|contract| ccl::run(&contract, &inputs, fuel))
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("the interpreter stopped: {e}")))?;
+        let (status, result) = match run {
+            Ok(r) => {
+                let status = if r.outcome == ccl::Outcome::Success { "completed" } else { "failed" };
+                (
+                    status,
+                    json!({ "outcome": r.outcome.as_str(), "output": r.output, "error": r.error, "fuel_used": r.fuel_used }),
+                )
+            }
+            Err(e) => {
+                ("failed", json!({ "outcome": "failed", "output": null, "error": e.to_string(), "fuel_used": 0 }))
+            }
+        };
+        let now = self.clock.now_unix_secs();
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let mut current = require_task(tx, &coop, &id).await?;
+                // Cancelled (or timed out) while it ran: the earlier end stands.
+                if current.status != "claimed" || current.executor.as_deref() != Some(BUILTIN_EXECUTOR) {
+                    return Ok(());
+                }
+                finish(tx, &mut current, status, result, now).await
+            })
+        })
+        .await?;
+        Ok(true)
+    }
+
+    /// Runs the built-in executor until the process ends: woken by submissions, and every
+    /// second as a fallback (tasks submitted through another replica).
+    pub async fn run_builtin_executor(self) {
+        loop {
+            match self.run_one_builtin().await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(err) => tracing::warn!("the built-in executor failed: {err}"),
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.wake.notified()).await;
+        }
+    }
+}
