@@ -433,21 +433,25 @@ async fn remember<T>(
 }
 
 /// The payer's floor: the member's override, else the coop's limit.
-async fn credit_floor(tx: &mut dyn Tx, coop: &CoopRecord, payer: &str) -> Result<Amount, Error> {
-    let did = Did::parse(payer).map_err(|e| Error::bad_request_field("from", format!("invalid DID: {e}")))?;
-    let member = tx
-        .member(&coop.id, &did)
-        .await?
-        .ok_or_else(|| Error::forbidden(format!("{did} is not a member of cooperative '{}'", coop.id)))?;
-    Ok(member.credit_limit.unwrap_or(coop.settings.credit_limit))
-}
-
-async fn require_payee(tx: &mut dyn Tx, coop: &CoopRecord, payee: &str) -> Result<Did, Error> {
-    let did = Did::parse(payee).map_err(|e| Error::bad_request_field("to", format!("invalid DID: {e}")))?;
-    if tx.member(&coop.id, &did).await?.is_none() {
-        return Err(Error::bad_request_field("to", format!("{did} is not a member of cooperative '{}'", coop.id)));
+/// The payer's floor (its override, else the coop's limit) and the payee's DID, checking both
+/// are members, with one query.
+async fn payer_floor_and_payee(
+    tx: &mut dyn Tx,
+    coop: &CoopRecord,
+    payer: &str,
+    payee: &str,
+) -> Result<(Amount, Did), Error> {
+    let payer = Did::parse(payer).map_err(|e| Error::bad_request_field("from", format!("invalid DID: {e}")))?;
+    let payee = Did::parse(payee).map_err(|e| Error::bad_request_field("to", format!("invalid DID: {e}")))?;
+    let members = tx.members_among(&coop.id, &[&payer, &payee]).await?;
+    let payer_record = members
+        .iter()
+        .find(|m| m.did == payer)
+        .ok_or_else(|| Error::forbidden(format!("{payer} is not a member of cooperative '{}'", coop.id)))?;
+    if !members.iter().any(|m| m.did == payee) {
+        return Err(Error::bad_request_field("to", format!("{payee} is not a member of cooperative '{}'", coop.id)));
     }
-    Ok(did)
+    Ok((payer_record.credit_limit.unwrap_or(coop.settings.credit_limit), payee))
 }
 
 fn check_trust(trust: &TrustGraph, coop: &CoopRecord, payer: &str, amount: Amount) -> Result<(), Error> {
@@ -489,8 +493,7 @@ pub async fn transfer(
         .checked_add(amount)
         .ok_or_else(|| Error::conflict("the payee's balance would leave the representable range"))?;
     let negative = amount.checked_neg().ok_or_else(|| Error::conflict("amount out of range"))?;
-    tx.add_to_balance(coop, from, currency, negative).await?;
-    tx.add_to_balance(coop, to, currency, amount).await
+    tx.apply_deltas(coop, &[(from, currency, negative), (to, currency, amount)]).await
 }
 
 /// Records a transaction with its `PaymentCreated` event and the payee's notification.
@@ -532,8 +535,7 @@ async fn pay_in(
     }
     check_trust(trust, coop, &request.from, request.amount)?;
     let currency = request.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
-    let floor = credit_floor(tx, coop, &request.from).await?;
-    let payee = require_payee(tx, coop, &request.to).await?;
+    let (floor, payee) = payer_floor_and_payee(tx, coop, &request.from, &request.to).await?;
     transfer(tx, &coop.id, &request.from, &request.to, request.amount, &currency, Some(floor)).await?;
     let record = TransactionRecord {
         id: new_id(),
@@ -661,8 +663,7 @@ async fn convert_in(
     {
         return Err(Error::SlippageExceeded { net_target_amount: net, bound });
     }
-    let floor = credit_floor(tx, coop, &request.from).await?;
-    let payee = require_payee(tx, coop, &request.to).await?;
+    let (floor, payee) = payer_floor_and_payee(tx, coop, &request.from, &request.to).await?;
     let exchange = exchange_account(&coop.id);
     // Both legs' checks before either leg's writes: the payee leg cannot fail on a floor (the
     // exchange account has none), so checking the payer leg first keeps "no partial writes".

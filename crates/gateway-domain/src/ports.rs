@@ -325,6 +325,8 @@ pub trait LedgerTx: Send {
     /// Locks the balance rows of the given accounts (in a consistent order, so concurrent
     /// transactions cannot deadlock) and returns their balances, 0 for new accounts.
     async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error>;
+    /// Adds each delta to its account's balance (creating accounts at 0), in one statement.
+    async fn apply_deltas(&mut self, coop: &CoopId, deltas: &[(&str, &Currency, Amount)]) -> Result<(), Error>;
     /// Adds `delta` to an account's balance (creating it at 0 first).
     async fn add_to_balance(
         &mut self,
@@ -385,6 +387,8 @@ pub trait CoopTx: Send {
     async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error>;
     /// The member, if it is one.
     async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error>;
+    /// Which of these DIDs are members, in one query (order not kept).
+    async fn members_among(&mut self, coop: &CoopId, dids: &[&Did]) -> Result<Vec<MemberRecord>, Error>;
     /// Creates a coop (the caller checked it does not exist).
     async fn insert_coop(&mut self, coop: &CoopRecord) -> Result<(), Error>;
     /// Replaces a coop's settings.

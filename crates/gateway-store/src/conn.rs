@@ -206,6 +206,31 @@ pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
 #[async_trait]
 impl LedgerTx for Conn<'_> {
     async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error> {
+        if let Db::Sqlite(c) = &mut self.db {
+            // The single writer holds the only write transaction: plain reads are locks, and one
+            // query reads every account.
+            let conditions: Vec<String> = (0..accounts.len())
+                .map(|i| format!("(account = ${} AND currency = ${})", 2 * i + 2, 2 * i + 3))
+                .collect();
+            let sql = format!(
+                "SELECT account, currency, balance FROM balances WHERE coop_id = $1 AND ({})",
+                conditions.join(" OR ")
+            );
+            let mut query = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(coop.as_str());
+            for (account, currency) in accounts {
+                query = query.bind(account).bind(currency.as_str());
+            }
+            let rows = query.fetch_all(&mut **c).await.map_err(db_error)?;
+            return Ok(accounts
+                .iter()
+                .map(|(account, currency)| {
+                    rows.iter()
+                        .find(|(a, c, _)| a == account && c == currency.as_str())
+                        .map(|(_, _, b)| Amount::from_micros(*b))
+                        .unwrap_or(Amount::ZERO)
+                })
+                .collect());
+        }
         // Lock in sorted order so two transactions touching the same accounts cannot deadlock.
         let mut order: Vec<usize> = (0..accounts.len()).collect();
         order.sort_by(|&a, &b| (&accounts[a].0, accounts[a].1.as_str()).cmp(&(&accounts[b].0, accounts[b].1.as_str())));
@@ -244,6 +269,27 @@ impl LedgerTx for Conn<'_> {
             balances[index] = Amount::from_micros(balance.unwrap_or(0));
         }
         Ok(balances)
+    }
+
+    async fn apply_deltas(&mut self, coop: &CoopId, deltas: &[(&str, &Currency, Amount)]) -> Result<(), Error> {
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<String> =
+            (0..deltas.len()).map(|i| format!("($1, ${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4)).collect();
+        let sql = format!(
+            "INSERT INTO balances (coop_id, account, currency, balance) VALUES {} \
+             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance",
+            rows.join(", ")
+        );
+        on!(self, |c| {
+            let mut query = sqlx::query(&sql).bind(coop.as_str());
+            for (account, currency, delta) in deltas {
+                query = query.bind(*account).bind(currency.as_str()).bind(delta.micros());
+            }
+            query.execute(c).await.map(|_| ())
+        })
+        .map_err(db_error)
     }
 
     async fn add_to_balance(
@@ -529,6 +575,26 @@ impl CoopTx for Conn<'_> {
         let row: Option<CoopRow> =
             on!(self, |c| sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(c).await).map_err(db_error)?;
         row.map(coop_from_row).transpose()
+    }
+
+    async fn members_among(&mut self, coop: &CoopId, dids: &[&Did]) -> Result<Vec<MemberRecord>, Error> {
+        if dids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (0..dids.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
+            placeholders.join(", ")
+        );
+        let rows: Vec<MemberRow> = on!(self, |c| {
+            let mut query = sqlx::query_as(&sql).bind(coop.as_str());
+            for did in dids {
+                query = query.bind(did.as_str());
+            }
+            query.fetch_all(c).await
+        })
+        .map_err(db_error)?;
+        rows.into_iter().map(member_from_row).collect()
     }
 
     async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
