@@ -37,6 +37,11 @@ pub fn start(dir: &Path, extra: &[&str]) -> Gateway {
     start_with_env(dir, extra, &[])
 }
 
+/// Starts `gatewayd` serving TLS (the flags name the files); `api` is the bare address.
+pub fn start_tls(dir: &Path, tls_flags: &[&str]) -> Gateway {
+    start_with_env(dir, tls_flags, &[])
+}
+
 /// [`start`] with extra environment variables.
 pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
     let store = format!("sqlite:{}", dir.join("gw.db").display());
@@ -63,8 +68,10 @@ pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Gatew
     let (mut api, mut metrics) = (None, None);
     while api.is_none() || metrics.is_none() {
         let line = rx.recv_timeout(Duration::from_secs(30)).expect("gatewayd did not report its addresses");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            api = Some(rest.trim().to_owned());
+        for scheme in ["listening on http://", "listening on https://"] {
+            if let Some(rest) = line.split(scheme).nth(1) {
+                api = Some(rest.split_whitespace().next().unwrap_or_default().to_owned());
+            }
         }
         if let Some(rest) = line.split("metrics on http://").nth(1) {
             metrics = Some(rest.trim().trim_end_matches("/metrics").to_owned());
