@@ -38,6 +38,25 @@ pub async fn notify(tx: &mut dyn Tx, recipient: &Did, coop: &CoopId, note: Note,
     tx.insert_notification(&record).await
 }
 
+/// Stores the same notification for every recipient within the transaction, in batches.
+pub async fn notify_all(tx: &mut dyn Tx, recipients: &[Did], coop: &CoopId, note: Note, now: u64) -> Result<(), Error> {
+    let records: Vec<NotificationRecord> = recipients
+        .iter()
+        .map(|recipient| NotificationRecord {
+            id: new_id(),
+            recipient: recipient.clone(),
+            coop_id: coop.clone(),
+            kind: note.kind.to_owned(),
+            title: note.title.clone(),
+            body: note.body.clone(),
+            data: note.data.clone(),
+            created_at: now,
+            read_at: None,
+        })
+        .collect();
+    tx.insert_notifications(&records).await
+}
+
 /// A page of notifications with counts.
 #[derive(Debug, Clone)]
 pub struct NotificationPage {

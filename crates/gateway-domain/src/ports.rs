@@ -369,6 +369,8 @@ pub trait EventTx: Send {
 pub trait NotificationTx: Send {
     /// Stores a notification.
     async fn insert_notification(&mut self, notification: &NotificationRecord) -> Result<(), Error>;
+    /// Stores many notifications with few statements (a close notifies every domain member).
+    async fn insert_notifications(&mut self, notifications: &[NotificationRecord]) -> Result<(), Error>;
     /// Marks one of the recipient's notifications read; `None` when it is not theirs.
     async fn mark_notification_read(
         &mut self,

@@ -531,6 +531,61 @@ impl NotificationTx for Conn<'_> {
         .map_err(db_error)
     }
 
+    async fn insert_notifications(&mut self, all: &[NotificationRecord]) -> Result<(), Error> {
+        // Notifications that share everything but id and recipient (a proposal's, to every member
+        // of its domain) go in one statement: the database unpacks a JSON array of
+        // {id, recipient}, instead of one round trip per recipient.
+        let mut rest = all;
+        while let Some(first) = rest.first() {
+            let same = rest
+                .iter()
+                .take_while(|n| {
+                    n.coop_id == first.coop_id
+                        && n.kind == first.kind
+                        && n.title == first.title
+                        && n.body == first.body
+                        && n.data == first.data
+                        && n.created_at == first.created_at
+                        && n.read_at.is_none()
+                })
+                .count()
+                .max(1);
+            let (group, next) = rest.split_at(same);
+            if group.len() == 1 {
+                self.insert_notification(first).await?;
+            } else {
+                let targets = serde_json::Value::Array(
+                    group.iter().map(|n| serde_json::json!({ "id": n.id, "r": n.recipient.as_str() })).collect(),
+                );
+                let (targets, data) = (targets.to_string(), first.data.to_string());
+                let select = match &self.db {
+                    Db::Sqlite(_) => {
+                        "SELECT json_extract(value, '$.id'), json_extract(value, '$.r'), $2, $3, $4, $5, $6, $7, NULL \
+                         FROM json_each($1)"
+                    }
+                    Db::Postgres(_) => {
+                        "SELECT x->>'id', x->>'r', $2, $3, $4, $5, $6, $7, NULL FROM json_array_elements($1::json) AS x"
+                    }
+                };
+                let sql = format!("INSERT INTO notifications ({NOTIFICATION_COLUMNS}) {select}");
+                on!(self, |c| sqlx::query(&sql)
+                    .bind(&targets)
+                    .bind(first.coop_id.as_str())
+                    .bind(&first.kind)
+                    .bind(&first.title)
+                    .bind(&first.body)
+                    .bind(&data)
+                    .bind(to_i64(first.created_at)?)
+                    .execute(c)
+                    .await
+                    .map(|_| ()))
+                .map_err(db_error)?;
+            }
+            rest = next;
+        }
+        Ok(())
+    }
+
     async fn mark_notification_read(
         &mut self,
         recipient: &Did,

@@ -16,7 +16,7 @@ use super::{Choice, Delegation, DelegationScope, DirectVote, Outcome, Rule, Tall
 use crate::coops::require_coop;
 use crate::events::{CoopEventType, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
-use crate::notifications::{Note, notify};
+use crate::notifications::{Note, notify_all};
 use crate::ports::{
     DelegationRecord, DomainRecord, GovReads, ProposalQuery, ProposalRecord, SigningKeyRecord, TransactionKind,
     TransactionRecord, Transactor, Tx, transaction,
@@ -412,15 +412,13 @@ impl Governance {
                 data["outcome"] = json!(outcome.as_str());
                 data["tally"] = json!({ "for": result.for_, "against": result.against, "abstain": result.abstain });
                 emit(tx, &coop, CoopEventType::GovernanceProposalClosed, now, data).await?;
-                for member in &domain.members {
-                    let note = Note {
-                        kind: "proposal_closed",
-                        title: format!("Proposal closed: {}", proposal.title),
-                        body: format!("The proposal '{}' closed: {}.", proposal.title, outcome.as_str()),
-                        data: json!({ "proposal_id": proposal.id, "outcome": outcome.as_str() }),
-                    };
-                    notify(tx, member, &coop, note, now).await?;
-                }
+                let note = Note {
+                    kind: "proposal_closed",
+                    title: format!("Proposal closed: {}", proposal.title),
+                    body: format!("The proposal '{}' closed: {}.", proposal.title, outcome.as_str()),
+                    data: json!({ "proposal_id": proposal.id, "outcome": outcome.as_str() }),
+                };
+                notify_all(tx, &domain.members, &coop, note, now).await?;
                 Ok(proposal)
             })
         })
@@ -561,19 +559,17 @@ async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &Domain
     proposal.closes_at = Some(now + proposal.voting_duration_secs);
     tx.update_proposal(proposal).await?;
     emit(tx, &proposal.coop_id, CoopEventType::GovernanceProposalOpened, now, proposal_event(proposal)).await?;
-    for member in &domain.members {
-        let note = Note {
-            kind: "proposal_opened",
-            title: format!("New proposal: {}", proposal.title),
-            body: format!(
-                "A proposal in domain '{}' is open for voting until {}.",
-                domain.domain_id,
-                now + proposal.voting_duration_secs
-            ),
-            data: json!({ "proposal_id": proposal.id, "domain_id": domain.domain_id }),
-        };
-        notify(tx, member, &proposal.coop_id, note, now).await?;
-    }
+    let note = Note {
+        kind: "proposal_opened",
+        title: format!("New proposal: {}", proposal.title),
+        body: format!(
+            "A proposal in domain '{}' is open for voting until {}.",
+            domain.domain_id,
+            now + proposal.voting_duration_secs
+        ),
+        data: json!({ "proposal_id": proposal.id, "domain_id": domain.domain_id }),
+    };
+    notify_all(tx, &domain.members, &proposal.coop_id, note, now).await?;
     Ok(())
 }
 

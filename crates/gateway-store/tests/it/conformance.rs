@@ -196,6 +196,37 @@ async fn concurrent_payments_equal_a_serial_replay(backend: Backend) {
     assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
 }
 
+/// A close writes its outcome, its receipt and one notification per domain member.
+async fn closing_notifies_every_domain_member(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 5).await;
+    let members: Vec<_> = (0..5).map(did).collect();
+    f.governance.create_domain(&coop, "d".into(), "D".into(), members, None, None).await.unwrap();
+    let request = gateway_domain::governance::NewProposal {
+        domain_id: "d".into(),
+        title: "T".into(),
+        description: String::new(),
+        payload: serde_json::json!({ "type": "text", "content": "x" }),
+        rule: None,
+        voting_duration_secs: Some(60),
+    };
+    let proposal = f.governance.create_proposal(&coop, &did(0), request, true).await.unwrap();
+    for n in 0..3 {
+        f.governance.vote(&coop, &did(n), &proposal.id, "for").await.unwrap();
+    }
+    let closed = f.governance.close(&coop, Some(&did(0)), &proposal.id).await.unwrap();
+    assert_eq!(closed.outcome.as_deref(), Some("Approved"));
+    assert_eq!(f.governance.proof(&coop, &proposal.id).await.unwrap()["tally"]["for"], 3);
+    for n in 0..5 {
+        let inbox = f.notifications.list(&did(n), false, PageRequest::default()).await.unwrap();
+        let kinds: Vec<&str> = inbox.items.iter().map(|i| i.kind.as_str()).collect();
+        assert!(kinds.contains(&"proposal_closed") && kinds.contains(&"proposal_opened"), "member {n}: {kinds:?}");
+        let closed_note = inbox.items.iter().find(|i| i.kind == "proposal_closed").unwrap();
+        assert_eq!(closed_note.data["outcome"], "Approved");
+        assert_eq!(closed_note.recipient, did(n));
+    }
+}
+
 /// Restarting on the same file keeps everything acknowledged.
 async fn reopening_keeps_committed_state(backend: Backend) {
     if !matches!(backend, Backend::SqliteFile | Backend::Postgres) {
@@ -304,4 +335,5 @@ conformance!(
     trust_edges_survive_reload,
     concurrent_payments_equal_a_serial_replay,
     reopening_keeps_committed_state,
+    closing_notifies_every_domain_member,
 );

@@ -22,6 +22,7 @@ pub struct Fixture {
     pub ledger: Ledger,
     pub trust: Trust,
     pub notifications: Notifications,
+    pub governance: gateway_domain::governance::Governance,
     pub clock: ManualClock,
     _dir: Option<tempfile::TempDir>,
     pub spec: StoreSpec,
@@ -68,8 +69,17 @@ impl Fixture {
         Self {
             coops: Coops::new(store.clone(), store.clone(), store.clone(), shared.clone()),
             ledger: Ledger::new(store.clone(), store.clone(), graph.clone(), shared.clone()),
-            trust: Trust::new(store.clone(), store.clone(), graph, shared.clone()),
-            notifications: Notifications::new(store.clone(), store.clone(), shared),
+            trust: Trust::new(store.clone(), store.clone(), graph.clone(), shared.clone()),
+            notifications: Notifications::new(store.clone(), store.clone(), shared.clone()),
+            governance: gateway_domain::governance::Governance::new(
+                store.clone(),
+                store.clone(),
+                graph.clone(),
+                Arc::new(gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(
+                    &[3; 32],
+                ))),
+                shared.clone(),
+            ),
             store,
             clock,
             _dir: dir,
