@@ -37,7 +37,9 @@ const OURS: &[&str] = &[
     "gateway-store",
     "gateway-http",
     "gateway-ws",
+    "gateway-client",
     "gatewayd",
+    "gatewayctl",
 ];
 
 const TRANSPORT: &[&str] =
@@ -104,6 +106,16 @@ fn transport_reaches_storage_only_through_the_domain() {
         "gateway-store",
         &["gateway-http", "gateway-ws", "axum", "gatewayd"],
         "the store is below the transport",
+    );
+}
+
+#[test]
+fn the_client_sdk_depends_on_no_server_crate() {
+    assert_absent(
+        &graph(),
+        "gateway-client",
+        &["gateway-auth", "gateway-limits", "gateway-domain", "gateway-store", "gateway-http", "gateway-ws", "gatewayd", "axum", "sqlx"],
+        "clients embed the SDK without the server",
     );
 }
 

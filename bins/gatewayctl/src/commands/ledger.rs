@@ -1,0 +1,86 @@
+//! `pay`, `balance` and `history`. Amounts stay exact decimals from the command line to the
+//! screen; credit limits and velocity are the gateway's to enforce, not re-checked here.
+
+use anyhow::Context as _;
+use gateway_client::{HistoryQuery, PageRequest, PaymentRequest};
+use gateway_core::Currency;
+
+use super::{Context, LoggedIn};
+use crate::cli::{BalanceArgs, HistoryArgs, PayArgs};
+use crate::output::{Table, short_did, time};
+
+fn currency(text: Option<&str>) -> anyhow::Result<Option<Currency>> {
+    text.map(|c| Currency::parse(c).map_err(|why| anyhow::anyhow!("invalid currency '{c}': {why}"))).transpose()
+}
+
+pub(crate) async fn pay(context: &Context, session: &LoggedIn, args: PayArgs) -> anyhow::Result<()> {
+    let payment = PaymentRequest {
+        from: session.identity.did().clone(),
+        to: args.to,
+        amount: args.amount,
+        currency: currency(args.currency.as_deref())?,
+        memo: args.memo,
+    };
+    let transaction =
+        session.client.pay(session.coop()?, &payment, args.idempotency_key.as_deref()).await.context("paying")?;
+    context.out.show(&transaction, || {
+        format!(
+            "paid {} {} to {} (transaction {})",
+            transaction.amount, transaction.currency, transaction.to, transaction.id
+        )
+    })
+}
+
+pub(crate) async fn balance(context: &Context, session: &LoggedIn, args: BalanceArgs) -> anyhow::Result<()> {
+    let account = args.account.unwrap_or_else(|| session.identity.did().to_string());
+    let currency = currency(args.currency.as_deref())?;
+    let balance = session.client.balance(session.coop()?, &account, currency.as_ref()).await?;
+    context.out.show(&balance, || {
+        let mut text = format!("{} {}", balance.balance, balance.currency);
+        let others: Vec<String> =
+            balance.balances.iter().filter(|(c, _)| **c != balance.currency).map(|(c, b)| format!("{b} {c}")).collect();
+        if !others.is_empty() {
+            text.push_str(&format!(" (also {})", others.join(", ")));
+        }
+        text
+    })
+}
+
+pub(crate) async fn history(context: &Context, session: &LoggedIn, args: HistoryArgs) -> anyhow::Result<()> {
+    let query = HistoryQuery {
+        page: PageRequest { limit: Some(args.limit), offset: Some(args.offset) },
+        account: args.account,
+        currency: currency(args.currency.as_deref())?,
+    };
+    let page = session.client.history(session.coop()?, &query).await?;
+    let me = session.identity.did().to_string();
+    let who = |account: &str| if account == me { "you".to_owned() } else { short_did(account) };
+    context.out.show(&page, || {
+        let mut table = Table::new(&["TIME (UTC)", "FROM", "TO", "AMOUNT", "CURRENCY", "MEMO"]);
+        for t in &page.transactions {
+            let amount = match (&t.to_currency, t.net_target_amount) {
+                (Some(to), Some(net)) => format!("{} → {net} {to}", t.amount),
+                _ => t.amount.to_string(),
+            };
+            table.row(vec![
+                time(t.timestamp),
+                who(&t.from),
+                who(&t.to),
+                amount,
+                t.currency.clone(),
+                t.memo.clone().unwrap_or_default(),
+            ]);
+        }
+        let footer = if page.pagination.has_more {
+            format!(
+                "\n({} of {}; older ones with --offset {})",
+                page.transactions.len(),
+                page.pagination.total,
+                args.offset + page.transactions.len() as u64
+            )
+        } else {
+            String::new()
+        };
+        format!("{}{footer}", table.render("no transactions yet"))
+    })
+}

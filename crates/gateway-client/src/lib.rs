@@ -1,0 +1,90 @@
+//! A typed async SDK of the cooperative gateway.
+//!
+//! [`Client`] covers every route of the contract (the `/v1` family, plus the short-family
+//! routes whose behaviour differs: the caller's own balance and create-and-open proposals),
+//! logs in with an Ed25519 [`Identity`] by challenge and signature, renews its token shortly
+//! before it expires, parses the contract's error body into the spec's client-side classes
+//! ([`Error`]), retries what is safe to retry ([`RetryPolicy`]), and follows a cooperative's
+//! event stream with automatic reconnection and backfill ([`Client::subscribe`]).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), gateway_client::Error> {
+//! use gateway_client::{Client, Identity, PaymentRequest};
+//! use gateway_core::{Amount, CoopId, Did, Scope};
+//!
+//! let client = Client::new("http://127.0.0.1:8080")?;
+//! let me = Identity::generate();
+//! let coop = CoopId::parse("bakery").unwrap();
+//! client.login(me.clone(), coop.clone(), &[Scope::LedgerRead, Scope::LedgerWrite]).await?;
+//! let to = Did::parse("did:key:z6MkfriendKey").unwrap();
+//! let payment = PaymentRequest {
+//!     from: me.did().clone(),
+//!     to,
+//!     amount: Amount::parse_payment("2.5").unwrap(),
+//!     currency: None,
+//!     memo: Some("bread".into()),
+//! };
+//! let transaction = client.pay(&coop, &payment, Some("order-42")).await?;
+//! println!("paid: {}", transaction.id);
+//! # Ok(()) }
+//! ```
+//!
+//! The SDK is deliberately light: it depends on `gateway-core` for identifiers, scopes and
+//! exact amounts, and on no server crate. It does not verify governance receipts (that is
+//! `gateway_domain::governance::verify_receipt`, which `gatewayctl` uses), does not store
+//! tokens or keys on disk, and has no blocking API.
+
+mod auth;
+mod client;
+mod common;
+mod compute;
+mod coops;
+mod error;
+mod events;
+mod governance;
+mod identity;
+mod info;
+mod ledger;
+mod notifications;
+mod retry;
+mod tls;
+mod trust;
+
+pub use auth::{Challenge, Session, TokenResponse, VerifyRequest};
+pub use client::{Client, ClientBuilder, Credentials, DEFAULT_REFRESH_MARGIN};
+pub use common::{PageRequest, Pagination};
+pub use compute::{Completion, SubmittedTask, Task, TaskPage, TaskQuery, TaskResult, TaskSubmission};
+pub use coops::{Coop, CoopPage, CoopSettings, CoopStats, Member, MemberPage, NewCoop, SettingsPatch};
+pub use error::{Error, Result, TrustShortfall};
+pub use events::{CoopEvent, StreamItem, SubscribeOptions, Subscription};
+pub use governance::{
+    Delegation, Delegations, Domain, DomainPage, EffectiveVote, NewDelegation, NewDomain, NewProposal, Proposal,
+    ProposalPage, ProposalQuery, Receipt, SigningKey, SigningKeys, TallyCounts, VoteChoice, VoteResult, Votes,
+};
+pub use identity::{DidForm, Identity, KeyFile, completion_message};
+pub use info::{DidDocument, Health, PublicKeyInfo, VerificationMethod};
+pub use ledger::{
+    Balance, BatchItemResult, BatchResult, ConversionRequest, HistoryQuery, PaymentRequest, Quote, QuoteRequest, Rate,
+    Transaction, TransactionPage,
+};
+pub use notifications::{Notification, NotificationPage};
+pub use retry::{Attempts, RetryPolicy};
+pub use trust::{EdgeUpdate, TrustEdge, TrustEdges, TrustScore};
+
+/// Every scope a member's role allows (all but `coop:write` and `oracle:write`): what a member
+/// asks for at login unless it needs less.
+pub const MEMBER_SCOPES: [gateway_core::Scope; 10] = [
+    gateway_core::Scope::LedgerRead,
+    gateway_core::Scope::LedgerWrite,
+    gateway_core::Scope::CoopRead,
+    gateway_core::Scope::GovRead,
+    gateway_core::Scope::GovWrite,
+    gateway_core::Scope::TrustRead,
+    gateway_core::Scope::TrustWrite,
+    gateway_core::Scope::ComputeSubmit,
+    gateway_core::Scope::ComputeExecute,
+    gateway_core::Scope::OracleRead,
+];
+
+/// The scopes a login may ask for in a cooperative that does not exist yet, to create it.
+pub const BOOTSTRAP_SCOPES: [gateway_core::Scope; 2] = [gateway_core::Scope::CoopRead, gateway_core::Scope::CoopWrite];
