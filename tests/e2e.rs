@@ -320,7 +320,6 @@ async fn a_cooperative_day_end_to_end() {
 /// The event stream through a restart of the gateway. Needs `gatewayd` to serve
 /// `/v1/ws/{coop_id}` (the `gateway-ws` router merged into the binary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "enable once gatewayd serves /v1/ws/{coop_id}: until then the upgrade answers 404"]
 async fn the_event_stream_survives_a_gateway_restart() {
     let dir = tempfile::tempdir().unwrap();
     init_keystore(dir.path());

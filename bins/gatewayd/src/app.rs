@@ -79,7 +79,27 @@ pub(crate) async fn run(
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     tasks::spawn_background(&state, store.postgres_pool().is_some(), config.builtin_executor);
-    let app = gateway_http::router(state);
+    let ws = gateway_ws::WsState::new(
+        gateway_ws::WsDeps {
+            events: store.clone(),
+            feed: store.clone(),
+            tokens: state.auth.tokens().clone(),
+            membership: store.clone(),
+            open_enrollment: config.open_enrollment,
+            clock: state.clock.clone(),
+        },
+        gateway_ws::WsConfig::default(),
+    );
+    tokio::spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
+    let sockets = ws.shutdown_handle();
+    let app = gateway_http::router_with(state, gateway_ws::router(ws), gateway_ws::openapi());
+    // On SIGTERM/SIGINT: every socket gets Shutdown{reason, reconnect_after_ms} and a close
+    // frame first (axum does not track upgraded sockets), then HTTP drains.
+    let shutdown = async move {
+        shutdown.await;
+        let closed = sockets.shutdown("the gateway is restarting", Some(5_000), DRAIN_DEADLINE).await;
+        tracing::info!(closed, "WebSocket connections closed");
+    };
 
     let metrics_listener = TcpListener::bind(config.metrics_listen)
         .await

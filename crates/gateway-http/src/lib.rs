@@ -127,6 +127,12 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The whole HTTP API with its middleware, ready to serve.
 pub fn router(state: AppState) -> Router {
+    router_with(state, Router::new(), utoipa::openapi::OpenApi::default())
+}
+
+/// [`router`] plus routes served by another crate (the WebSocket stream), which get the same
+/// middleware (request ids, security headers, CORS) and whose paths join the OpenAPI document.
+pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> Router {
     let (login, login_api) = login_routes().split_for_parts();
     let login = login.route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer));
     let (public, public_api) = public_routes().split_for_parts();
@@ -136,6 +142,7 @@ pub fn router(state: AppState) -> Router {
     doc.merge(login_api);
     doc.merge(public_api);
     doc.merge(protected_api);
+    doc.merge(extra_doc);
 
     let tls = state.config.tls;
     let cors = middleware::cors_layer(&state.config);
@@ -146,6 +153,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .merge(extra)
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
         .layer(
             ServiceBuilder::new()

@@ -26,7 +26,12 @@ pub(crate) enum AuthFailure {
     /// The token is invalid, expired, or names no coop where one is needed (HTTP 401).
     Unauthenticated(String),
     /// A valid token that may not follow this coop's stream (HTTP 403).
-    Forbidden(String),
+    Forbidden {
+        /// Why.
+        message: String,
+        /// The coop the client asked for.
+        coop_id: CoopId,
+    },
     /// The membership could not be checked because the store failed (HTTP 503).
     Unavailable(String),
 }
@@ -35,7 +40,9 @@ impl AuthFailure {
     /// The message for the client.
     pub(crate) fn message(&self) -> &str {
         match self {
-            AuthFailure::Unauthenticated(m) | AuthFailure::Forbidden(m) | AuthFailure::Unavailable(m) => m,
+            AuthFailure::Unauthenticated(m)
+            | AuthFailure::Forbidden { message: m, .. }
+            | AuthFailure::Unavailable(m) => m,
         }
     }
 }
@@ -60,9 +67,10 @@ pub(crate) async fn authenticate(
             ));
         }
         (Some(path), Some(token_coop)) if *path != token_coop => {
-            return Err(AuthFailure::Forbidden(format!(
-                "the token is for cooperative '{token_coop}', not '{path}'"
-            )));
+            return Err(AuthFailure::Forbidden {
+                message: format!("the token is for cooperative '{token_coop}', not '{path}'"),
+                coop_id: path.clone(),
+            });
         }
         (_, Some(token_coop)) => token_coop,
     };
@@ -70,10 +78,13 @@ pub(crate) async fn authenticate(
         match shared.membership.membership(&coop, &verified.did).await {
             Ok(Membership::Member(_)) => {}
             Ok(Membership::NotMember) => {
-                return Err(AuthFailure::Forbidden(format!("not a member of cooperative '{coop}'")));
+                return Err(AuthFailure::Forbidden {
+                    message: format!("not a member of cooperative '{coop}'"),
+                    coop_id: coop,
+                });
             }
             Ok(Membership::NoSuchCoop) => {
-                return Err(AuthFailure::Forbidden(format!("no such cooperative '{coop}'")));
+                return Err(AuthFailure::Forbidden { message: format!("no such cooperative '{coop}'"), coop_id: coop });
             }
             Err(err) => {
                 tracing::warn!(%coop, "event stream: membership check failed: {err}");

@@ -1,0 +1,183 @@
+//! The two upgrade routes, `GET /v1/ws/{coop_id}` and the short `GET /ws`, with their OpenAPI
+//! annotations and the HTTP-level rejections in the contract's error body.
+//!
+//! A handler checks what can be checked before the upgrade (shutdown, the coop id, a token in
+//! `?access_token=`), then hands the upgraded socket to the connection loop through adapters
+//! between axum's `Message` and the loop's [`Frame`]. Everything after the upgrade happens in
+//! frames, in `connection`.
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use gateway_core::CoopId;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::auth::{AuthFailure, authenticate};
+use crate::connection;
+use crate::protocol::Frame;
+use crate::state::WsState;
+
+/// The contract's error body, `{"error", "code", "details"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorBody {
+    /// Human-readable message.
+    error: String,
+    /// Machine code, e.g. `BAD_REQUEST`.
+    code: &'static str,
+    /// Code-specific details; `{}` when there is nothing to add.
+    #[schema(value_type = Object)]
+    details: Value,
+}
+
+/// The optional token of the upgrade request.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TokenQuery {
+    access_token: Option<String>,
+}
+
+/// The event stream of one cooperative.
+///
+/// After the upgrade the client sends `{"type":"Auth","token":…}` within 10 s (unless the
+/// upgrade carried `?access_token=`); the server answers `AuthOk` and streams the coop's events
+/// in sequence order. Frames and rules: docs/WEBSOCKET.md.
+#[utoipa::path(
+    get,
+    path = "/v1/ws/{coop_id}",
+    tag = "events",
+    params(
+        ("coop_id" = String, Path, description = "The cooperative whose events to follow"),
+        ("access_token" = Option<String>, Query,
+         description = "A token for clients that cannot send a frame before authenticating (browsers); the socket is then authenticated at once"),
+    ),
+    responses(
+        (status = 101, description = "Switching protocols: the event stream follows"),
+        (status = 400, description = "Not a WebSocket upgrade, or an invalid coop id", body = inline(ErrorBody)),
+        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
+        (status = 403, description = "`access_token` is for another cooperative, or its subject is not a member", body = inline(ErrorBody)),
+        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
+    ),
+)]
+pub(crate) async fn coop_stream(
+    State(state): State<WsState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<TokenQuery>, QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if state.shared.shutdown.is_shutting_down() {
+        return shutting_down();
+    }
+    let coop = match path.map(|Path(raw)| CoopId::parse(&raw).map_err(|m| m.to_owned())) {
+        Ok(Ok(coop)) => coop,
+        Ok(Err(message)) => return bad_request(message.clone(), json!({ "fields": { "coop_id": [message] } })),
+        Err(rejection) => return bad_request(rejection.body_text(), json!({})),
+    };
+    accept(state, Some(coop), query, upgrade).await
+}
+
+/// The event stream of the token's own cooperative (the short route family).
+///
+/// The same stream as `/v1/ws/{coop_id}` for the coop named in the token; an identity-only
+/// token is refused.
+#[utoipa::path(
+    get,
+    path = "/ws",
+    tag = "events",
+    params(
+        ("access_token" = Option<String>, Query,
+         description = "A token for clients that cannot send a frame before authenticating (browsers); the socket is then authenticated at once"),
+    ),
+    responses(
+        (status = 101, description = "Switching protocols: the event stream follows"),
+        (status = 400, description = "Not a WebSocket upgrade", body = inline(ErrorBody)),
+        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
+        (status = 403, description = "The token's subject is not a member of its cooperative", body = inline(ErrorBody)),
+        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
+    ),
+)]
+pub(crate) async fn token_coop_stream(
+    State(state): State<WsState>,
+    query: Result<Query<TokenQuery>, QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if state.shared.shutdown.is_shutting_down() {
+        return shutting_down();
+    }
+    accept(state, None, query, upgrade).await
+}
+
+async fn accept(
+    state: WsState,
+    path_coop: Option<CoopId>,
+    query: Result<Query<TokenQuery>, QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let shared = state.shared;
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            return bad_request(format!("expected a WebSocket upgrade: {}", rejection.body_text()), json!({}));
+        }
+    };
+    let token = match query {
+        Ok(Query(query)) => query.access_token,
+        Err(rejection) => return bad_request(rejection.body_text(), json!({})),
+    };
+    let session = match token {
+        None => None,
+        Some(token) => match authenticate(&shared, &token, path_coop.as_ref()).await {
+            Ok(session) => Some(session),
+            Err(AuthFailure::Unauthenticated(message)) => {
+                let mut response = error(StatusCode::UNAUTHORIZED, "AUTHENTICATION_FAILED", message, json!({}));
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return response;
+            }
+            Err(AuthFailure::Forbidden { message, coop_id }) => {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    "AUTHORIZATION_FAILED",
+                    message,
+                    json!({ "coop_id": coop_id.as_str() }),
+                );
+            }
+            Err(AuthFailure::Unavailable(message)) => {
+                return error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", message, json!({}));
+            }
+        },
+    };
+    // Counted from here, so that a shutdown starting now waits for this socket too.
+    let guard = shared.shutdown.track();
+    if shared.shutdown.is_shutting_down() {
+        return shutting_down();
+    }
+    let config = &shared.config;
+    upgrade
+        .read_buffer_size(config.read_buffer_bytes)
+        .write_buffer_size(config.write_buffer_bytes)
+        .max_message_size(config.max_message_bytes)
+        .max_frame_size(config.max_message_bytes)
+        .on_upgrade(move |socket| async move {
+            let (sink, stream) = socket.split();
+            let sink = sink.with(|frame: Frame| std::future::ready(Ok::<_, axum::Error>(Message::from(frame))));
+            let stream = stream.map(|message| message.map(Frame::from));
+            connection::serve(shared, path_coop, session, guard, sink, stream).await;
+        })
+}
+
+fn error(status: StatusCode, code: &'static str, message: String, details: Value) -> Response {
+    (status, Json(ErrorBody { error: message, code, details })).into_response()
+}
+
+fn bad_request(message: String, details: Value) -> Response {
+    error(StatusCode::BAD_REQUEST, "BAD_REQUEST", message, details)
+}
+
+fn shutting_down() -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", "the gateway is shutting down".into(), json!({}))
+}

@@ -1,0 +1,51 @@
+//! Two replicas on one PostgreSQL schema: a client of replica A receives, in order and without
+//! gaps, the events written through replica B (LISTEN/NOTIFY wakes A's hub; A reads the outbox by
+//! sequence number). Runs only when `GATEWAY_TEST_POSTGRES_URL` is set.
+
+use std::sync::Arc;
+
+use gateway_store::{Store, StoreSpec};
+use gateway_ws::WsConfig;
+use gateway_ws::protocol::ServerFrame;
+
+use crate::support::{Domain, Server, postgres_url};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
+    let Some(url) = postgres_url().await else {
+        eprintln!("GATEWAY_TEST_POSTGRES_URL is not set: skipping the two-replica test");
+        return;
+    };
+    let store_a = Arc::new(Store::open(&StoreSpec::Postgres(url.clone())).await.unwrap());
+    let store_b = Arc::new(Store::open(&StoreSpec::Postgres(url)).await.unwrap());
+    let replica_a = Server::serve(store_a, WsConfig::default(), None).await;
+    let replica_b = Domain::over(store_b).await;
+
+    let coop = replica_b.coop("pg-coop").await;
+    let mut client = replica_a.connect("/v1/ws/pg-coop").await;
+    assert_eq!(client.auth(replica_a.member_token(&coop)).await, 2);
+    // Concurrent writers on replica B, so commits interleave.
+    let replica_b = Arc::new(replica_b);
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let (replica_b, coop) = (replica_b.clone(), coop.clone());
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    replica_b.pay(&coop).await;
+                }
+            })
+        })
+        .collect();
+    for expected in 3..=102 {
+        match client.frame().await {
+            ServerFrame::Event { seq, event } => {
+                assert_eq!(seq, expected);
+                assert_eq!((event.event_type.as_str(), event.coop_id.as_str()), ("PaymentCreated", "pg-coop"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+}
