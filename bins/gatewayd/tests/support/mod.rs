@@ -44,9 +44,13 @@ pub fn start_tls(dir: &Path, tls_flags: &[&str]) -> Gateway {
 
 /// [`start`] with extra environment variables.
 pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
-    let store = format!("sqlite:{}", dir.join("gw.db").display());
+    start_on(&format!("sqlite:{}", dir.join("gw.db").display()), extra, env)
+}
+
+/// Starts `gatewayd` on any store spec.
+pub fn start_on(store: &str, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", store])
         .args(extra)
         .envs(env.iter().copied())
         .env("ICN_GATEWAY_JWT_SECRET", SECRET)
