@@ -2,7 +2,8 @@
 //!
 //! A DID's score is 1.0 for a configured anchor; otherwise the maximum, over all paths from an
 //! anchor, of the product of the edge scores along the path; otherwise the configured default.
-//! Scores are computed in memory and kept behind a read-write lock, so a lookup on the request
+//! The trust classes derived from a score are `gateway_limits::TrustClass` (the velocity layer
+//! is their main user). Scores are computed in memory and kept behind a read-write lock, so a lookup on the request
 //! path is one hash-map read under a read lock. Raising or adding an edge only raises scores, so it is
 //! propagated incrementally from the edge; lowering or removing one recomputes the snapshot
 //! (a max-product Dijkstra from the anchors, O(E log V)). This module stores edges only through
@@ -15,44 +16,6 @@ use std::sync::{Arc, RwLock};
 use gateway_core::{Clock, Did, Error};
 
 use crate::ports::{Transactor, TrustEdge, TrustReads, transaction};
-
-/// A trust class (contract §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrustClass {
-    /// `< 0.1`.
-    Isolated,
-    /// `[0.1, 0.4)`.
-    Known,
-    /// `[0.4, 0.7)`.
-    Partner,
-    /// `>= 0.7`.
-    Federated,
-}
-
-impl TrustClass {
-    /// The class of a score.
-    pub fn from_score(score: f64) -> Self {
-        if score >= 0.7 {
-            TrustClass::Federated
-        } else if score >= 0.4 {
-            TrustClass::Partner
-        } else if score >= 0.1 {
-            TrustClass::Known
-        } else {
-            TrustClass::Isolated
-        }
-    }
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TrustClass::Isolated => "Isolated",
-            TrustClass::Known => "Known",
-            TrustClass::Partner => "Partner",
-            TrustClass::Federated => "Federated",
-        }
-    }
-}
 
 #[derive(Debug, Default, Clone)]
 struct Snapshot {
@@ -298,14 +261,6 @@ mod tests {
         graph.apply_remove(&did(0), &did(1));
         assert_eq!(graph.score(&did(2)), 0.0);
         assert_eq!(graph.edge_count(), 1);
-    }
-
-    #[test]
-    fn classes_at_their_boundaries() {
-        assert_eq!(TrustClass::from_score(0.0999), TrustClass::Isolated);
-        assert_eq!(TrustClass::from_score(0.1), TrustClass::Known);
-        assert_eq!(TrustClass::from_score(0.4), TrustClass::Partner);
-        assert_eq!(TrustClass::from_score(0.7), TrustClass::Federated);
     }
 
     proptest::proptest! {

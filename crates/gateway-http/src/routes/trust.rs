@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use gateway_domain::ports::TrustEdge;
-use gateway_domain::trust::TrustClass;
+use gateway_limits::TrustClass;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
