@@ -114,7 +114,17 @@ fn the_client_sdk_depends_on_no_server_crate() {
     assert_absent(
         &graph(),
         "gateway-client",
-        &["gateway-auth", "gateway-limits", "gateway-domain", "gateway-store", "gateway-http", "gateway-ws", "gatewayd", "axum", "sqlx"],
+        &[
+            "gateway-auth",
+            "gateway-limits",
+            "gateway-domain",
+            "gateway-store",
+            "gateway-http",
+            "gateway-ws",
+            "gatewayd",
+            "axum",
+            "sqlx",
+        ],
         "clients embed the SDK without the server",
     );
 }
