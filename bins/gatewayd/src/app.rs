@@ -45,6 +45,7 @@ pub(crate) async fn run(
         );
     }
     let metrics = PrometheusBuilder::new().install_recorder().context("installing the metrics recorder")?;
+    gateway_ws::metrics::describe_metrics();
 
     let store =
         Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {:?}", config.store))?);

@@ -336,8 +336,7 @@ async fn open(addr: SocketAddr, token: &str) -> (Socket, u64) {
     // clients spend half their CPU in memset, so they get the server's small buffer too.
     let config = WebSocketConfig::default().read_buffer_size(4096);
     let url = format!("ws://{addr}/v1/ws/load");
-    let (mut ws, _) =
-        tokio_tungstenite::connect_async_with_config(url, Some(config), true).await.expect("connect");
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true).await.expect("connect");
     let auth = serde_json::json!({"type": "Auth", "token": token}).to_string();
     ws.send(Message::text(auth)).await.expect("send auth");
     loop {

@@ -33,8 +33,10 @@ pub struct WsConfig {
     pub close_timeout: Duration,
     /// Largest client message accepted, in bytes; clients only send small control frames.
     pub max_message_bytes: usize,
-    /// Initial read buffer of each socket. tungstenite's default (128 KiB) would dominate the
-    /// memory of idle connections; client frames are small and the buffer grows when needed.
+    /// Read buffer of each socket. tungstenite zero-fills the buffer's free space on every read,
+    /// so its 128 KiB default costs CPU per incoming frame (half the CPU of the load harness's
+    /// clients, which read many frames); client frames are small, and the buffer grows for a
+    /// larger one.
     pub read_buffer_bytes: usize,
     /// Bytes the socket buffers before writing when several frames are sent in a row (frames
     /// are always flushed once the connection has nothing more to send).
