@@ -148,14 +148,7 @@ impl Ledger {
 
     /// Records a payment.
     pub async fn pay(&self, coop: &CoopId, request: PaymentRequest) -> Result<TransactionRecord, Error> {
-        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                let record = require_coop(tx, &coop).await?;
-                pay_in(tx, &record, &request, &trust, now).await
-            })
-        })
-        .await
+        self.record(coop, Transfer::Payment(request)).await
     }
 
     /// Records a payment under an `Idempotency-Key`: the first result (success or refusal) is
@@ -168,6 +161,30 @@ impl Ledger {
         idempotency: Idempotency,
         render: Render<TransactionRecord>,
     ) -> Result<StoredResponse, Error> {
+        self.record_idempotent(coop, Transfer::Payment(request), idempotency, render).await
+    }
+
+    /// Runs one payment or conversion in its own unit of work.
+    async fn record(&self, coop: &CoopId, transfer: Transfer) -> Result<TransactionRecord, Error> {
+        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let record = require_coop(tx, &coop).await?;
+                transfer.run(tx, &record, &trust, now).await
+            })
+        })
+        .await
+    }
+
+    /// [`Ledger::record`] under an `Idempotency-Key`, the stored answer written in the same
+    /// unit of work as the transfer.
+    async fn record_idempotent(
+        &self,
+        coop: &CoopId,
+        transfer: Transfer,
+        idempotency: Idempotency,
+        render: Render<TransactionRecord>,
+    ) -> Result<StoredResponse, Error> {
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
@@ -175,7 +192,7 @@ impl Ledger {
                     return Ok(stored);
                 }
                 let record = require_coop(tx, &coop).await?;
-                let result = pay_in(tx, &record, &request, &trust, now).await;
+                let result = transfer.run(tx, &record, &trust, now).await;
                 remember(tx, &idempotency, result, render, now).await
             })
         })
@@ -279,14 +296,7 @@ impl Ledger {
     /// Executes a conversion: the payer is debited in the source currency, the payee credited
     /// the net target amount, both through the coop's exchange account.
     pub async fn convert(&self, coop: &CoopId, request: ConversionRequest) -> Result<TransactionRecord, Error> {
-        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                let record = require_coop(tx, &coop).await?;
-                convert_in(tx, &record, &request, &trust, now).await
-            })
-        })
-        .await
+        self.record(coop, Transfer::Conversion(request)).await
     }
 
     /// [`Ledger::convert`] under an `Idempotency-Key`.
@@ -297,18 +307,7 @@ impl Ledger {
         idempotency: Idempotency,
         render: Render<TransactionRecord>,
     ) -> Result<StoredResponse, Error> {
-        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                if let Some(stored) = replay(tx, &idempotency, now).await? {
-                    return Ok(stored);
-                }
-                let record = require_coop(tx, &coop).await?;
-                let result = convert_in(tx, &record, &request, &trust, now).await;
-                remember(tx, &idempotency, result, render, now).await
-            })
-        })
-        .await
+        self.record_idempotent(coop, Transfer::Conversion(request), idempotency, render).await
     }
 
     /// Sets a manual exchange rate for the coop.
@@ -395,6 +394,28 @@ impl Ledger {
     /// The page request type re-exported for callers building history queries.
     pub fn page(limit: Option<u64>, offset: Option<u64>) -> Result<PageRequest, Error> {
         PageRequest::new(limit, offset).map_err(|m| Error::bad_request_field("limit", m))
+    }
+}
+
+/// The two single-transaction operations, so that their plain and idempotent forms share one path.
+#[derive(Debug)]
+enum Transfer {
+    Payment(PaymentRequest),
+    Conversion(ConversionRequest),
+}
+
+impl Transfer {
+    async fn run(
+        &self,
+        tx: &mut dyn Tx,
+        coop: &CoopRecord,
+        trust: &TrustGraph,
+        now: u64,
+    ) -> Result<TransactionRecord, Error> {
+        match self {
+            Transfer::Payment(request) => pay_in(tx, coop, request, trust, now).await,
+            Transfer::Conversion(request) => convert_in(tx, coop, request, trust, now).await,
+        }
     }
 }
 
