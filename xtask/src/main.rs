@@ -1,8 +1,7 @@
 //! Project automation behind `cargo xtask`: the one test command, and the load harness.
 //!
-//! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL and
-//! Redis at the local services unless `GATEWAY_TEST_POSTGRES_URL` / `GATEWAY_TEST_REDIS_URL` are
-//! already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
+//! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL at the
+//! local server unless `GATEWAY_TEST_POSTGRES_URL` is already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
 //! TCP (see `bench.rs`).
 
 mod bench;
@@ -11,7 +10,6 @@ use std::env;
 use std::process::{Command, ExitCode};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -27,7 +25,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `cargo test --workspace` with the service URLs the storage tests read.
+/// Runs `cargo test --workspace` with the PostgreSQL URL the storage tests read.
 fn test(extra: &[String]) -> ExitCode {
     let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);

@@ -77,7 +77,8 @@ pub(crate) struct Settings {
     /// Store: memory, sqlite:<path> or postgres://… [default: sqlite:gateway.db].
     #[arg(long, env = "ICN_GATEWAY_STORE", global = true)]
     pub(crate) store: Option<String>,
-    /// Redis URL for rate-limit state and challenges shared by replicas.
+    /// Redis URL for rate-limit state and challenges shared by replicas (not supported yet:
+    /// giving it stops start-up with an explanation rather than being silently ignored).
     #[arg(long, env = "ICN_GATEWAY_REDIS", global = true)]
     pub(crate) redis: Option<String>,
     /// HMAC secret of the tokens (at least 32 bytes recommended).
@@ -184,8 +185,6 @@ pub(crate) struct GatewayConfig {
     pub(crate) metrics_listen: SocketAddr,
     /// Store backend.
     pub(crate) store: StoreSpec,
-    /// Redis URL, if replicas share limiter state.
-    pub(crate) redis: Option<String>,
     /// Token secret (never printed).
     pub(crate) jwt_secret: String,
     /// Token lifetime, seconds.
@@ -230,6 +229,11 @@ impl GatewayConfig {
             .or(file.store)
             .unwrap_or_else(|| if dev { "memory".to_owned() } else { "sqlite:gateway.db".to_owned() });
         let store = store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)?;
+        if let Some(url) = settings.redis.as_ref().or(file.redis.as_ref()) {
+            bail!(
+                "--redis {url}: sharing challenges and rate-limit state through Redis is not supported yet; each gateway keeps them in memory. Run without --redis (with several replicas, route a client's login requests to one replica)"
+            );
+        }
         let jwt_secret = settings.jwt_secret.or(file.jwt_secret).unwrap_or_default();
         if jwt_secret.is_empty() {
             bail!(
@@ -266,7 +270,6 @@ impl GatewayConfig {
                 .or(file.metrics_listen)
                 .unwrap_or_else(|| "127.0.0.1:9100".parse().expect("valid")),
             store,
-            redis: settings.redis.or(file.redis),
             jwt_secret,
             token_ttl,
             challenge_ttl,
@@ -289,11 +292,10 @@ impl GatewayConfig {
     /// A human-readable summary with secrets redacted, for `config check` and start-up logs.
     pub(crate) fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {:?}\nredis = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {:?}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
             self.listen,
             self.metrics_listen,
             self.store,
-            self.redis.as_deref().unwrap_or("(none)"),
             self.jwt_secret.len(),
             self.token_ttl,
             self.challenge_ttl,
@@ -360,6 +362,13 @@ mod tests {
         assert_eq!(config.trust_default, 0.4);
         std::fs::write(&path, "no_such_key = 1\n").unwrap();
         assert!(GatewayConfig::resolve(Settings { config: Some(path), ..settings() }).is_err());
+    }
+
+    #[test]
+    fn redis_is_refused_rather_than_ignored() {
+        let err = GatewayConfig::resolve(Settings { redis: Some("redis://127.0.0.1:6379".into()), ..settings() })
+            .unwrap_err();
+        assert!(err.to_string().contains("not supported yet"), "{err}");
     }
 
     #[test]
