@@ -29,12 +29,8 @@ fn main() -> ExitCode {
 fn test(extra: &[String]) -> ExitCode {
     let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);
-    for (name, default) in
-        [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
-    {
-        if env::var_os(name).is_none() {
-            command.env(name, default);
-        }
+    if env::var_os("GATEWAY_TEST_POSTGRES_URL").is_none() {
+        command.env("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL);
     }
     run(&mut command)
 }
