@@ -17,6 +17,14 @@ pub fn coop_id(text: &str) -> Result<CoopId, ApiError> {
     CoopId::parse(text).map_err(|why| Error::bad_request_field("coop_id", format!("invalid coop_id: {why}")).into())
 }
 
+/// The coop named in the path, once the token is known to be for it (400 for a malformed id,
+/// then 403 for another coop's token).
+pub fn path_coop(caller: &Caller, id: &str) -> Result<CoopId, ApiError> {
+    let coop = coop_id(id)?;
+    caller.require_coop(&coop)?;
+    Ok(coop)
+}
+
 /// A DID from a field.
 pub fn did(field: &str, text: &str) -> Result<Did, ApiError> {
     Did::parse(text).map_err(|why| Error::bad_request_field(field, format!("invalid DID: {why}")).into())

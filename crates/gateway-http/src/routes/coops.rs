@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use gateway_core::{Amount, CoopId, Error, Role};
+use gateway_core::{Amount, Error, Role};
 use gateway_domain::coops::{NewCoop, SettingsPatch, settings_json};
 use gateway_domain::ports::{CoopRecord, MemberRecord};
 use serde::Deserialize;
@@ -195,12 +195,6 @@ pub async fn short_list_coops(
     list_coops(state, caller, query).await
 }
 
-fn own_coop(caller: &crate::Caller, id: &str) -> ApiResult<CoopId> {
-    let coop = common::coop_id(id)?;
-    caller.require_coop(&coop)?;
-    Ok(coop)
-}
-
 /// A coop's details (the token's coop only).
 #[utoipa::path(get, path = "/v1/coops/{id}", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
@@ -209,7 +203,7 @@ pub async fn get(
     caller: Authorized<CoopRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     Ok(Json(coop_json(&state.coops.get(&coop).await?)))
 }
 
@@ -233,7 +227,7 @@ pub async fn members(
     Path(id): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<Json<Value>> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let page = query.page()?;
     let (members, total) = state.coops.members(&coop, page).await?;
     Ok(Json(Value::Object(list("members", members.iter().map(member_json).collect(), page.info(total)))))
@@ -261,7 +255,7 @@ pub async fn add_member(
     Path(id): Path<String>,
     Json(body): Json<AddMemberBody>,
 ) -> ApiResult<Response> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &body.did)?;
     let member = state.coops.add_member(&coop, &did, role(body.role.as_deref())?).await?;
     state.membership.invalidate(&coop);
@@ -289,7 +283,7 @@ pub async fn remove_member(
     caller: Authorized<CoopWrite>,
     Path((id, did)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     state.coops.remove_member(&coop, &did).await?;
     state.membership.invalidate(&coop);
@@ -306,7 +300,7 @@ pub async fn set_role(
     Path((id, did)): Path<(String, String)>,
     Json(body): Json<RoleBody>,
 ) -> ApiResult<Json<Value>> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     let member = state.coops.set_role(&coop, &did, role(Some(&body.role))?).await?;
     state.membership.invalidate(&coop);
@@ -323,7 +317,7 @@ pub async fn set_credit_limit(
     Path((id, did)): Path<(String, String)>,
     Json(body): Json<CreditLimitBody>,
 ) -> ApiResult<Json<Value>> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     Ok(Json(member_json(&state.coops.set_member_credit_limit(&coop, &did, body.credit_limit).await?)))
 }
@@ -337,7 +331,7 @@ pub async fn update_settings(
     Path(id): Path<String>,
     Json(body): Json<SettingsBody>,
 ) -> ApiResult<Json<Value>> {
-    let coop = own_coop(&caller, &id)?;
+    let coop = common::path_coop(&caller, &id)?;
     let fee_ppm = match body.conversion_fee_percent {
         None => None,
         Some(percent) => {

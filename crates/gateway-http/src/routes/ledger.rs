@@ -159,8 +159,7 @@ pub async fn payment(
     uri: Uri,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     pay(&state, &caller, coop, &headers, &uri, &body, true).await
 }
 
@@ -238,8 +237,7 @@ pub async fn balance(
     Path((coop, did)): Path<(String, String)>,
     Query(query): Query<BalanceQuery>,
 ) -> ApiResult<Json<Value>> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     let account = account(&coop, &did)?;
     balance_of(&state, &coop, &account, query.currency).await
 }
@@ -292,8 +290,7 @@ pub async fn history(
     Path(coop): Path<String>,
     Query(params): Query<HistoryParams>,
 ) -> ApiResult<Json<Value>> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     history_of(&state, coop, params).await
 }
 
@@ -346,8 +343,7 @@ pub async fn batch(
     uri: Uri,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     let batch: BatchBody = if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         BatchBody { payments: parse_json(&body)?, atomic: false }
     } else {
@@ -409,8 +405,7 @@ pub async fn quote(
     Path(coop): Path<String>,
     Json(body): Json<QuoteBody>,
 ) -> ApiResult<Json<Value>> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     let amount = payment_amount("amount", body.amount)?;
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
@@ -453,8 +448,7 @@ pub async fn convert(
     uri: Uri,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::coop_id(&coop)?;
-    caller.require_coop(&coop)?;
+    let coop = common::path_coop(&caller, &coop)?;
     let request: ConvertBody = parse_json(&body)?;
     if request.from != caller.did.as_str() {
         return Err(Error::forbidden(
