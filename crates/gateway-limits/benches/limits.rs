@@ -63,7 +63,7 @@ fn governor(keys: &[IpAddr], quota: governor::Quota) -> DefaultKeyedRateLimiter<
 }
 
 /// Runs `check` on `threads` threads at once, `iters` checks in all, and returns the wall time.
-fn concurrently(threads: usize, iters: u64, keys: &[IpAddr], check: impl Fn(&IpAddr) + Sync) -> Duration {
+fn concurrently(threads: usize, iters: u64, keys: &[IpAddr], check: impl Fn(usize, &IpAddr) + Sync) -> Duration {
     let per_thread = iters.div_ceil(threads as u64);
     let barrier = Barrier::new(threads + 1);
     thread::scope(|s| {
@@ -74,7 +74,7 @@ fn concurrently(threads: usize, iters: u64, keys: &[IpAddr], check: impl Fn(&IpA
                 let offset = t * keys.len() / threads;
                 barrier.wait();
                 for i in 0..per_thread as usize {
-                    check(&keys[(offset + i) % keys.len()]);
+                    check(t, &keys[(offset + i) % keys.len()]);
                 }
             });
         }
@@ -115,15 +115,25 @@ fn bench_checks(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("gateway-limits", |b| {
         b.iter_custom(|iters| {
-            concurrently(2, iters, &keys, |key| {
+            concurrently(2, iters, &keys, |_, key| {
                 black_box(ours.check(key, quota)).unwrap();
             })
         });
     });
     group.bench_function("governor", |b| {
         b.iter_custom(|iters| {
-            concurrently(2, iters, &keys, |key| {
+            concurrently(2, iters, &keys, |_, key| {
                 black_box(governor.check_key(key)).unwrap();
+            })
+        });
+    });
+    // The machine's ceiling: each thread checks its own limiter of the same size, so nothing is
+    // shared between the cores and the only limits are the cores, their caches and memory.
+    let private = [ours, self::ours(&keys, quota)];
+    group.bench_function("ceiling: one limiter per thread", |b| {
+        b.iter_custom(|iters| {
+            concurrently(2, iters, &keys, |t, key| {
+                black_box(private[t].check(key, quota)).unwrap();
             })
         });
     });
@@ -194,12 +204,62 @@ fn bench_memory() {
     }
 }
 
+/// Scaling to two cores, measured in interleaved rounds.
+///
+/// On a virtual machine the speed of a core drifts by tens of per cent over a minute, which
+/// criterion's one-benchmark-after-another order turns into bias between the one-thread and
+/// two-thread figures. Here every round measures each configuration once, in turn, and the
+/// medians over the rounds are reported, so drift affects every configuration alike.
+fn bench_scaling() {
+    const ROUNDS: usize = 9;
+    const CHECKS: u64 = 4_000_000;
+    let keys = ip_keys(LIVE_KEYS);
+    let quota = quota();
+    let ours = [self::ours(&keys, quota), self::ours(&keys, quota)];
+    let governor = self::governor(&keys, governor_quota());
+    let configurations: [(&str, usize, &(dyn Fn(usize, &IpAddr) + Sync)); 5] = [
+        ("gateway-limits, 1 thread", 1, &|_, key| {
+            black_box(ours[0].check(key, quota)).unwrap();
+        }),
+        ("gateway-limits, 2 threads", 2, &|_, key| {
+            black_box(ours[0].check(key, quota)).unwrap();
+        }),
+        ("governor, 1 thread", 1, &|_, key| {
+            black_box(governor.check_key(key)).unwrap();
+        }),
+        ("governor, 2 threads", 2, &|_, key| {
+            black_box(governor.check_key(key)).unwrap();
+        }),
+        ("ceiling: 2 threads, one gateway-limits limiter each", 2, &|t, key| {
+            black_box(ours[t].check(key, quota)).unwrap();
+        }),
+    ];
+    let mut samples = vec![Vec::with_capacity(ROUNDS); configurations.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, threads, check)) in configurations.iter().enumerate() {
+            let elapsed = concurrently(*threads, CHECKS, &keys, check);
+            samples[i].push(elapsed.as_nanos() as f64 / CHECKS as f64);
+        }
+    }
+    for ((name, _, _), mut times) in configurations.iter().zip(samples) {
+        times.sort_by(f64::total_cmp);
+        let median = times[ROUNDS / 2];
+        println!(
+            "scaling/{name}: median {median:.1} ns per check ({:.2} M checks/s), range [{:.1}, {:.1}] over {ROUNDS} rounds",
+            1e3 / median,
+            times[0],
+            times[ROUNDS - 1]
+        );
+    }
+}
+
 fn main() {
     if let Ok(what) = std::env::var(MEMORY_ENV) {
         measure_memory(&what);
         return;
     }
     bench_memory();
+    bench_scaling();
     let mut criterion = Criterion::default()
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1))
