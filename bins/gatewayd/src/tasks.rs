@@ -1,5 +1,5 @@
 //! Background work of a running gateway: the built-in compute executor and claim timeouts,
-//! limiter eviction, the proposal sweeper, ledger gauges and the integrity audit
+//! limiter eviction, the proposal sweeper, notification fan-outs left unexpanded, ledger gauges and the integrity audit
 //! behind `icn_ledger_entries_quarantined`, and (when replicas
 //! share PostgreSQL) refreshing the trust graph written by other replicas.
 
@@ -71,6 +71,19 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
                 Ok(0) => {}
                 Ok(closed) => tracing::info!(closed, "closed proposals whose voting time ended"),
                 Err(err) => tracing::warn!("the proposal sweeper failed: {err}"),
+            }
+        }
+    });
+
+    let notifications = state.notifications.clone();
+    tokio::spawn(async move {
+        // Fan-outs are expanded right after their commit; this catches any whose expansion was
+        // cut short (a crash, a failed write), and those of other replicas.
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            if let Err(err) = notifications.expand_pending().await {
+                tracing::warn!("expanding notification fan-outs failed: {err}");
             }
         }
     });

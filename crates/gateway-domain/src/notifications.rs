@@ -1,5 +1,13 @@
 //! Notifications: written in the same transaction as the change that causes them, read and
 //! marked read only by their recipient.
+//!
+//! A notification for many recipients at once (a proposal opened or closed, to every member of
+//! its domain, possibly thousands) is stored in that transaction as one *fan-out* row, so the
+//! change it accompanies commits at the cost of one row, not one per recipient. The fan-out is
+//! expanded into per-recipient notifications right after the commit ([`spawn_expansion`]), by a
+//! periodic sweep that catches any left behind by a crash, and, so that a recipient always reads
+//! what was committed before their request, by every notification read or update that finds
+//! one pending.
 
 use std::sync::Arc;
 
@@ -7,7 +15,7 @@ use gateway_core::{Clock, CoopId, Did, Error, PageRequest};
 use serde_json::Value;
 
 use crate::events::new_id;
-use crate::ports::{NotificationReads, NotificationRecord, Transactor, Tx, transaction};
+use crate::ports::{NotificationFanout, NotificationReads, NotificationRecord, Transactor, Tx, transaction};
 
 /// What a notification says.
 #[derive(Debug, Clone)]
@@ -38,23 +46,43 @@ pub async fn notify(tx: &mut dyn Tx, recipient: &Did, coop: &CoopId, note: Note,
     tx.insert_notification(&record).await
 }
 
-/// Stores the same notification for every recipient within the transaction, in batches.
+/// Stores the same notification for every recipient within the transaction: as one pending
+/// fan-out when there are several (call [`spawn_expansion`] after the commit).
 pub async fn notify_all(tx: &mut dyn Tx, recipients: &[Did], coop: &CoopId, note: Note, now: u64) -> Result<(), Error> {
-    let records: Vec<NotificationRecord> = recipients
-        .iter()
-        .map(|recipient| NotificationRecord {
-            id: new_id(),
-            recipient: recipient.clone(),
-            coop_id: coop.clone(),
-            kind: note.kind.to_owned(),
-            title: note.title.clone(),
-            body: note.body.clone(),
-            data: note.data.clone(),
-            created_at: now,
-            read_at: None,
-        })
-        .collect();
-    tx.insert_notifications(&records).await
+    match recipients {
+        [] => Ok(()),
+        [one] => notify(tx, one, coop, note, now).await,
+        many => {
+            let fanout = NotificationFanout {
+                recipients: many.to_vec(),
+                coop_id: coop.clone(),
+                kind: note.kind.to_owned(),
+                title: note.title,
+                body: note.body,
+                data: note.data,
+                created_at: now,
+            };
+            tx.insert_notification_fanout(&fanout).await
+        }
+    }
+}
+
+/// Expands every pending fan-out into per-recipient notifications, in one transaction; returns
+/// how many notifications it created.
+pub async fn expand_fanouts(transactor: &dyn Transactor) -> Result<u64, Error> {
+    transaction(transactor, |tx| Box::pin(async move { tx.expand_notification_fanouts().await })).await
+}
+
+/// Expands pending fan-outs in the background, when called within a Tokio runtime (outside
+/// one, the next read or the periodic sweep does it). A failure is logged and left to those.
+pub fn spawn_expansion(transactor: Arc<dyn Transactor>) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            if let Err(err) = expand_fanouts(transactor.as_ref()).await {
+                tracing::warn!("expanding notification fan-outs failed: {err}");
+            }
+        });
+    }
 }
 
 /// A page of notifications with counts.
@@ -82,8 +110,11 @@ impl Notifications {
         Self { transactor, reads, clock }
     }
 
-    /// The recipient's notifications, newest first.
+    /// The recipient's notifications, newest first, including every fan-out committed before.
     pub async fn list(&self, recipient: &Did, unread_only: bool, page: PageRequest) -> Result<NotificationPage, Error> {
+        if self.reads.pending_notification_fanouts().await? {
+            expand_fanouts(self.transactor.as_ref()).await?;
+        }
         let (items, total, unread) = self.reads.notifications(recipient, unread_only, page).await?;
         Ok(NotificationPage { items, total, unread })
     }
@@ -93,6 +124,7 @@ impl Notifications {
         let (recipient, id, now) = (recipient.clone(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
+                tx.expand_notification_fanouts().await?;
                 tx.mark_notification_read(&recipient, &id, now)
                     .await?
                     .ok_or_else(|| Error::not_found("notification", id))
@@ -105,8 +137,18 @@ impl Notifications {
     pub async fn mark_all_read(&self, recipient: &Did) -> Result<u64, Error> {
         let (recipient, now) = (recipient.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move { tx.mark_all_notifications_read(&recipient, now).await })
+            Box::pin(async move {
+                tx.expand_notification_fanouts().await?;
+                tx.mark_all_notifications_read(&recipient, now).await
+            })
         })
         .await
+    }
+
+    /// Expands every pending fan-out now; returns how many notifications it created. The
+    /// gateway calls this periodically, for fan-outs whose expansion after their commit was
+    /// cut short.
+    pub async fn expand_pending(&self) -> Result<u64, Error> {
+        expand_fanouts(self.transactor.as_ref()).await
     }
 }

@@ -261,6 +261,25 @@ pub struct NotificationRecord {
     pub read_at: Option<u64>,
 }
 
+/// The same notification for many recipients, stored once until it is expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationFanout {
+    /// Everyone it is for, in order.
+    pub recipients: Vec<Did>,
+    /// Cooperative it concerns.
+    pub coop_id: CoopId,
+    /// Machine kind, e.g. `proposal_closed`.
+    pub kind: String,
+    /// Short title.
+    pub title: String,
+    /// Human text.
+    pub body: String,
+    /// Structured data.
+    pub data: Value,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
 /// A directed trust edge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrustEdge {
@@ -369,8 +388,16 @@ pub trait EventTx: Send {
 pub trait NotificationTx: Send {
     /// Stores a notification.
     async fn insert_notification(&mut self, notification: &NotificationRecord) -> Result<(), Error>;
-    /// Stores many notifications with few statements (a close notifies every domain member).
-    async fn insert_notifications(&mut self, notifications: &[NotificationRecord]) -> Result<(), Error>;
+    /// Stores one notification for many recipients as a single pending fan-out (a close
+    /// notifies every member of its domain); [`expand_notification_fanouts`] turns it into
+    /// one notification per recipient later, in a transaction of its own.
+    ///
+    /// [`expand_notification_fanouts`]: NotificationTx::expand_notification_fanouts
+    async fn insert_notification_fanout(&mut self, fanout: &NotificationFanout) -> Result<(), Error>;
+    /// Turns every pending fan-out into one unread notification per recipient (each with a
+    /// fresh id) and removes it, in order; returns how many notifications were created. Two
+    /// concurrent calls never expand the same fan-out twice.
+    async fn expand_notification_fanouts(&mut self) -> Result<u64, Error>;
     /// Marks one of the recipient's notifications read; `None` when it is not theirs.
     async fn mark_notification_read(
         &mut self,
@@ -646,6 +673,8 @@ pub trait NotificationReads: Send + Sync + fmt::Debug {
         unread_only: bool,
         page: PageRequest,
     ) -> Result<(Vec<NotificationRecord>, u64, u64), Error>;
+    /// Whether any fan-out is still waiting to be expanded.
+    async fn pending_notification_fanouts(&self) -> Result<bool, Error>;
 }
 
 /// Trust reads.

@@ -204,6 +204,9 @@ fn bench_memory() {
     }
 }
 
+/// One check, given the thread's index and the key.
+type Check<'a> = &'a (dyn Fn(usize, &IpAddr) + Sync);
+
 /// Scaling to two cores, measured in interleaved rounds.
 ///
 /// On a virtual machine the speed of a core drifts by tens of per cent over a minute, which
@@ -217,7 +220,7 @@ fn bench_scaling() {
     let quota = quota();
     let ours = [self::ours(&keys, quota), self::ours(&keys, quota)];
     let governor = self::governor(&keys, governor_quota());
-    let configurations: [(&str, usize, &(dyn Fn(usize, &IpAddr) + Sync)); 5] = [
+    let configurations: [(&str, usize, Check<'_>); 5] = [
         ("gateway-limits, 1 thread", 1, &|_, key| {
             black_box(ours[0].check(key, quota)).unwrap();
         }),

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
 use gateway_domain::ports::{
     ComputeTx, ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx,
-    GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationRecord, NotificationTx, ProposalRecord, QuoteRecord,
-    RateRecord, TaskRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
+    GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationFanout, NotificationRecord, NotificationTx,
+    ProposalRecord, QuoteRecord, RateRecord, TaskRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
 };
 use serde_json::Value;
 use sqlx::{PgConnection, SqliteConnection};
@@ -63,6 +63,12 @@ pub(crate) fn to_u64(value: i64) -> u64 {
 
 pub(crate) fn to_i64(value: u64) -> Result<i64, Error> {
     i64::try_from(value).map_err(|_| Error::bad_request("value out of range"))
+}
+
+/// Rows that the database aggregated into one JSON array of arrays (`json_group_array` /
+/// `json_agg`), decoded as tuples.
+fn from_json_rows<T: serde::de::DeserializeOwned>(json: &str) -> Result<Vec<T>, Error> {
+    serde_json::from_str(json).map_err(|e| Error::Internal(format!("aggregated rows do not decode: {e}")))
 }
 
 pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
@@ -531,59 +537,70 @@ impl NotificationTx for Conn<'_> {
         .map_err(db_error)
     }
 
-    async fn insert_notifications(&mut self, all: &[NotificationRecord]) -> Result<(), Error> {
-        // Notifications that share everything but id and recipient (a proposal's, to every member
-        // of its domain) go in one statement: the database unpacks a JSON array of
-        // {id, recipient}, instead of one round trip per recipient.
-        let mut rest = all;
-        while let Some(first) = rest.first() {
-            let same = rest
-                .iter()
-                .take_while(|n| {
-                    n.coop_id == first.coop_id
-                        && n.kind == first.kind
-                        && n.title == first.title
-                        && n.body == first.body
-                        && n.data == first.data
-                        && n.created_at == first.created_at
-                        && n.read_at.is_none()
-                })
-                .count()
-                .max(1);
-            let (group, next) = rest.split_at(same);
-            if group.len() == 1 {
-                self.insert_notification(first).await?;
-            } else {
-                let targets = serde_json::Value::Array(
-                    group.iter().map(|n| serde_json::json!({ "id": n.id, "r": n.recipient.as_str() })).collect(),
-                );
-                let (targets, data) = (targets.to_string(), first.data.to_string());
-                let select = match &self.db {
-                    Db::Sqlite(_) => {
-                        "SELECT json_extract(value, '$.id'), json_extract(value, '$.r'), $2, $3, $4, $5, $6, $7, NULL \
-                         FROM json_each($1)"
-                    }
-                    Db::Postgres(_) => {
-                        "SELECT x->>'id', x->>'r', $2, $3, $4, $5, $6, $7, NULL FROM json_array_elements($1::json) AS x"
-                    }
-                };
-                let sql = format!("INSERT INTO notifications ({NOTIFICATION_COLUMNS}) {select}");
-                on!(self, |c| sqlx::query(&sql)
-                    .bind(&targets)
-                    .bind(first.coop_id.as_str())
-                    .bind(&first.kind)
-                    .bind(&first.title)
-                    .bind(&first.body)
-                    .bind(&data)
-                    .bind(to_i64(first.created_at)?)
-                    .execute(c)
+    async fn insert_notification_fanout(&mut self, f: &NotificationFanout) -> Result<(), Error> {
+        let recipients = serde_json::Value::from(f.recipients.iter().map(Did::as_str).collect::<Vec<_>>()).to_string();
+        let data = f.data.to_string();
+        on!(self, |c| sqlx::query(
+            "INSERT INTO notification_fanouts (recipients, coop_id, kind, title, body, data, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        )
+        .bind(&recipients)
+        .bind(f.coop_id.as_str())
+        .bind(&f.kind)
+        .bind(&f.title)
+        .bind(&f.body)
+        .bind(&data)
+        .bind(to_i64(f.created_at)?)
+        .execute(c)
+        .await
+        .map(|_| ()))
+        .map_err(db_error)
+    }
+
+    async fn expand_notification_fanouts(&mut self) -> Result<u64, Error> {
+        // Each recipient's notification gets a fresh random id of the same form as `new_id`'s
+        // (32 hex digits), made by the database as it unpacks the recipients.
+        let created = match &mut self.db {
+            Db::Sqlite(c) => {
+                // One writer at a time: what is pending now is claimed by this transaction.
+                let last: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM notification_fanouts")
+                    .fetch_one(&mut **c)
                     .await
-                    .map(|_| ()))
-                .map_err(db_error)?;
+                    .map_err(db_error)?;
+                let Some(last) = last else { return Ok(0) };
+                let created = sqlx::query(&format!(
+                    "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+                     SELECT lower(hex(randomblob(16))), r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
+                     FROM notification_fanouts f, json_each(f.recipients) r WHERE f.pos <= $1 ORDER BY f.pos, r.key"
+                ))
+                .bind(last)
+                .execute(&mut **c)
+                .await
+                .map_err(db_error)?
+                .rows_affected();
+                sqlx::query("DELETE FROM notification_fanouts WHERE pos <= $1")
+                    .bind(last)
+                    .execute(&mut **c)
+                    .await
+                    .map_err(db_error)?;
+                created
             }
-            rest = next;
-        }
-        Ok(())
+            // Replicas may expand at the same time: deleting claims the rows (a concurrent
+            // expansion waits for the lock and then finds them gone).
+            Db::Postgres(c) => sqlx::query(&format!(
+                "WITH claimed AS (DELETE FROM notification_fanouts RETURNING *) \
+                 INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+                 SELECT replace(gen_random_uuid()::text, '-', ''), r.value, f.coop_id, f.kind, f.title, f.body, f.data, \
+                 f.created_at, NULL \
+                 FROM claimed f, json_array_elements_text(f.recipients::json) WITH ORDINALITY AS r(value, n) \
+                 ORDER BY f.pos, r.n"
+            ))
+            .execute(&mut **c)
+            .await
+            .map_err(db_error)?
+            .rows_affected(),
+        };
+        Ok(created)
     }
 
     async fn mark_notification_read(
@@ -1005,12 +1022,17 @@ impl GovTx for Conn<'_> {
     }
 
     async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error> {
-        let rows: Vec<(String, String)> =
-            on!(self, |c| sqlx::query_as("SELECT voter, choice FROM votes WHERE proposal_id = $1")
-                .bind(proposal_id)
-                .fetch_all(c)
-                .await)
-            .map_err(db_error)?;
+        // A close reads every vote of a proposal, thousands of rows: aggregated into one JSON
+        // array by the database, they cross from the driver in one value instead of row by row.
+        let sql = match self.db {
+            Db::Sqlite(_) => "SELECT json_group_array(json_array(voter, choice)) FROM votes WHERE proposal_id = $1",
+            Db::Postgres(_) => {
+                "SELECT COALESCE(json_agg(json_build_array(voter, choice)), '[]')::text FROM votes WHERE proposal_id = $1"
+            }
+        };
+        let json: String =
+            on!(self, |c| sqlx::query_scalar(sql).bind(proposal_id).fetch_one(c).await).map_err(db_error)?;
+        let rows: Vec<(String, String)> = from_json_rows(&json)?;
         rows.into_iter().map(|(v, ch)| Ok((parse_did(&v)?, ch))).collect()
     }
 
@@ -1032,13 +1054,20 @@ impl GovTx for Conn<'_> {
     }
 
     async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error> {
-        let rows: Vec<DelegationRow> = on!(self, |c| sqlx::query_as(
-            "SELECT id, coop_id, delegator, delegate, scope, expires_at, created_at FROM delegations WHERE coop_id = $1 ORDER BY created_at, id"
-        )
-        .bind(coop.as_str())
-        .fetch_all(c)
-        .await)
-        .map_err(db_error)?;
+        // Read in full by every close: one JSON array rather than a row at a time, as for votes.
+        let sql = match self.db {
+            Db::Sqlite(_) => {
+                "SELECT json_group_array(json_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
+                 ORDER BY created_at, id) FROM delegations WHERE coop_id = $1"
+            }
+            Db::Postgres(_) => {
+                "SELECT COALESCE(json_agg(json_build_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
+                 ORDER BY created_at, id), '[]')::text FROM delegations WHERE coop_id = $1"
+            }
+        };
+        let json: String =
+            on!(self, |c| sqlx::query_scalar(sql).bind(coop.as_str()).fetch_one(c).await).map_err(db_error)?;
+        let rows: Vec<DelegationRow> = from_json_rows(&json)?;
         rows.into_iter().map(delegation_from_row).collect()
     }
 

@@ -138,6 +138,8 @@ impl Store {
                 let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(1)
+                    // See the file pool below.
+                    .test_before_acquire(false)
                     .idle_timeout(None)
                     .max_lifetime(None)
                     .connect_with(options)
@@ -153,7 +155,14 @@ impl Store {
                     .synchronous(SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(5))
                     .foreign_keys(true);
-                let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
+                // No liveness ping on every checkout: a local file's connection cannot have been
+                // dropped by a network, and sqlx's ping is one more round trip to the
+                // connection's worker thread on every read.
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .test_before_acquire(false)
+                    .connect_with(options)
+                    .await?;
                 Ok((Backend::Sqlite(pool), false))
             }
             StoreSpec::Postgres(url) => {

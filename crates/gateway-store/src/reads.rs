@@ -226,6 +226,14 @@ impl NotificationReads for Store {
         .map_err(db_error)?;
         Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))
     }
+
+    async fn pending_notification_fanouts(&self) -> Result<bool, Error> {
+        let pending: bool = read!(self, |p| sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM notification_fanouts)")
+            .fetch_one(p)
+            .await)
+        .map_err(db_error)?;
+        Ok(pending)
+    }
 }
 
 #[async_trait]

@@ -16,7 +16,7 @@ use super::{Choice, Delegation, DelegationScope, DirectVote, Outcome, Rule, Tall
 use crate::coops::require_coop;
 use crate::events::{CoopEventType, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
-use crate::notifications::{Note, notify_all};
+use crate::notifications::{Note, notify_all, spawn_expansion};
 use crate::ports::{
     DelegationRecord, DomainRecord, GovReads, ProposalQuery, ProposalRecord, SigningKeyRecord, TransactionKind,
     TransactionRecord, Transactor, Tx, transaction,
@@ -247,7 +247,7 @@ impl Governance {
             Rule::parse(rule).map_err(Error::from)?;
         }
         let (coop, author, now) = (coop.clone(), author.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
+        let created = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let domain = require_domain(tx, &coop, &request.domain_id).await?;
                 let mut proposal = ProposalRecord {
@@ -277,13 +277,17 @@ impl Governance {
                 Ok(proposal)
             })
         })
-        .await
+        .await;
+        if open {
+            spawn_expansion(self.transactor.clone());
+        }
+        created
     }
 
     /// Opens a draft (its author or a domain member).
     pub async fn open(&self, coop: &CoopId, caller: &Did, id: &str) -> Result<ProposalRecord, Error> {
         let (coop, caller, id, now) = (coop.clone(), caller.clone(), id.to_owned(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
+        let opened = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut proposal = require_proposal(tx, &coop, &id).await?;
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
@@ -297,7 +301,9 @@ impl Governance {
                 Ok(proposal)
             })
         })
-        .await
+        .await?;
+        spawn_expansion(self.transactor.clone());
+        Ok(opened)
     }
 
     /// Casts or replaces a domain member's vote while the proposal is open.
@@ -423,6 +429,7 @@ impl Governance {
             })
         })
         .await?;
+        spawn_expansion(self.transactor.clone());
         metrics::counter!("icn_gateway_governance_proposals_closed_total", "outcome" => closed.outcome.clone().unwrap_or_default())
             .increment(1);
         if closed.outcome.as_deref() == Some("Approved")

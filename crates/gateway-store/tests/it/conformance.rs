@@ -3,9 +3,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures_util::future::join_all;
 use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
 use gateway_domain::ledger::{Idempotency, PaymentRequest, StoredResponse};
-use gateway_domain::ports::{EventReads, HistoryQuery, LedgerReads, TrustReads};
+use gateway_domain::notifications::expand_fanouts;
+use gateway_domain::ports::{
+    EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, TrustReads, transaction,
+};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
@@ -227,6 +231,80 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
     }
 }
 
+fn fanout(coop: &CoopId, recipients: &[u32], title: &str) -> NotificationFanout {
+    NotificationFanout {
+        recipients: recipients.iter().map(|&n| did(n)).collect(),
+        coop_id: coop.clone(),
+        kind: "proposal_opened".into(),
+        title: title.into(),
+        body: "b".into(),
+        data: serde_json::json!({ "title": title }),
+        created_at: 1_800_000_000,
+    }
+}
+
+async fn insert_fanout(f: &Fixture, fanout: NotificationFanout) {
+    transaction(f.store.as_ref(), move |tx| Box::pin(async move { tx.insert_notification_fanout(&fanout).await }))
+        .await
+        .unwrap();
+}
+
+/// A fan-out is stored once, becomes one notification per recipient (fresh ids, in order) when
+/// expanded, and is read by its recipients even before anything expanded it.
+async fn fanouts_expand_once_per_recipient(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 1).await;
+    insert_fanout(&f, fanout(&coop, &[1, 2, 3], "first")).await;
+    insert_fanout(&f, fanout(&coop, &[2], "second")).await;
+    assert!(f.store.pending_notification_fanouts().await.unwrap());
+    // Reading expands what is pending, so a recipient sees every committed fan-out.
+    let inbox = f.notifications.list(&did(2), false, PageRequest::default()).await.unwrap();
+    let titles: Vec<&str> = inbox.items.iter().map(|n| n.title.as_str()).collect();
+    assert_eq!(titles, ["second", "first"], "newest first");
+    assert_eq!((inbox.total, inbox.unread), (2, 2));
+    assert!(!f.store.pending_notification_fanouts().await.unwrap());
+    assert_eq!(expand_fanouts(f.store.as_ref()).await.unwrap(), 0, "nothing is expanded twice");
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let inbox = f.notifications.list(&did(n), false, PageRequest::default()).await.unwrap();
+        for note in &inbox.items {
+            assert_eq!(note.recipient, did(n));
+            assert_eq!(note.data["title"], note.title.as_str());
+            assert!(note.read_at.is_none());
+            assert!(note.id.len() == 32 && note.id.bytes().all(|b| b.is_ascii_hexdigit()), "{}", note.id);
+            ids.push(note.id.clone());
+        }
+    }
+    assert_eq!(ids.len(), 4);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every notification has its own id");
+    // Marking read also sees pending fan-outs.
+    insert_fanout(&f, fanout(&coop, &[1, 3], "third")).await;
+    assert_eq!(f.notifications.mark_all_read(&did(3)).await.unwrap(), 2);
+}
+
+/// Expansions running at the same time as each other and as new fan-outs lose nothing and
+/// duplicate nothing.
+async fn concurrent_fanout_expansions(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 1).await;
+    let recipients: Vec<u32> = (1..=50).collect();
+    let inserts = (0..20).map(|i| insert_fanout(&f, fanout(&coop, &recipients, &format!("n{i}"))));
+    let expansions = (0..8).map(|_| expand_fanouts(f.store.as_ref()));
+    let (_, expanded) = tokio::join!(join_all(inserts), join_all(expansions));
+    let mut created: u64 = expanded.into_iter().map(Result::unwrap).sum();
+    created += expand_fanouts(f.store.as_ref()).await.unwrap();
+    assert_eq!(created, 20 * 50);
+    for n in [1, 25, 50] {
+        let inbox = f.notifications.list(&did(n), false, PageRequest { limit: 100, offset: 0 }).await.unwrap();
+        let mut titles: Vec<String> = inbox.items.iter().map(|n| n.title.clone()).collect();
+        titles.sort();
+        titles.dedup();
+        assert_eq!((inbox.total, titles.len()), (20, 20), "recipient {n}");
+    }
+}
+
 /// Restarting on the same file keeps everything acknowledged.
 async fn reopening_keeps_committed_state(backend: Backend) {
     if !matches!(backend, Backend::SqliteFile | Backend::Postgres) {
@@ -336,4 +414,6 @@ conformance!(
     concurrent_payments_equal_a_serial_replay,
     reopening_keeps_committed_state,
     closing_notifies_every_domain_member,
+    fanouts_expand_once_per_recipient,
+    concurrent_fanout_expansions,
 );
