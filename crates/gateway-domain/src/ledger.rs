@@ -361,11 +361,12 @@ impl Ledger {
     /// An account's balances.
     pub async fn balance(
         &self,
-        coop: &CoopRecord,
+        coop: &CoopId,
         account: &str,
         currency: Option<Currency>,
     ) -> Result<AccountBalances, Error> {
-        let balances = self.reads.balances(&coop.id, account).await?;
+        let (coop, balances) =
+            self.reads.coop_balances(coop, account).await?.ok_or_else(|| Error::not_found("coop", coop.as_str()))?;
         let currency = currency.unwrap_or_else(|| coop.settings.default_currency.clone());
         let balance = balances.iter().find(|(c, _)| *c == currency).map(|(_, b)| *b).unwrap_or(Amount::ZERO);
         Ok(AccountBalances { account: account.to_owned(), currency, balance, balances })

@@ -635,8 +635,13 @@ pub struct HistoryQuery {
 /// Ledger reads.
 #[async_trait]
 pub trait LedgerReads: Send + Sync + fmt::Debug {
-    /// Every balance of an account, by currency.
-    async fn balances(&self, coop: &CoopId, account: &str) -> Result<Vec<(Currency, Amount)>, Error>;
+    /// The coop and every balance of one of its accounts, by currency, read together (one
+    /// query on the hot balance route); `None` when the coop does not exist.
+    async fn coop_balances(
+        &self,
+        coop: &CoopId,
+        account: &str,
+    ) -> Result<Option<(CoopRecord, Vec<(Currency, Amount)>)>, Error>;
     /// A page of history, newest first, and the total count.
     async fn history(&self, query: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error>;
     /// Sum of all balances per (coop, currency), for the zero-sum gauge.

@@ -33,7 +33,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use caller::{Authorized, Caller};
 pub use error::{ApiError, ApiResult};
-pub use state::{AppState, CorsMode, HttpConfig};
+pub use state::{AppState, CorsMode, HttpConfig, Services};
 
 use crate::middleware::REQUEST_ID;
 use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};

@@ -50,9 +50,46 @@ impl Default for HttpConfig {
     }
 }
 
-/// Everything the handlers share.
-#[derive(Clone, FromRef)]
-pub struct AppState {
+/// Everything the handlers share, behind one `Arc`: axum clones the state for every extractor
+/// and middleware of every request, and one reference count is cheaper than the services' many.
+#[derive(Clone)]
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    /// Shares `services` with every handler.
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+impl FromRef<AppState> for Authenticator {
+    fn from_ref(state: &AppState) -> Self {
+        state.auth.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<dyn DidResolver> {
+    fn from_ref(state: &AppState) -> Self {
+        state.resolver.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<RateLimits> {
+    fn from_ref(state: &AppState) -> Self {
+        state.limits.clone()
+    }
+}
+
+/// The services and settings of an [`AppState`].
+pub struct Services {
     /// Login flow and token verification.
     pub auth: Authenticator,
     /// DID → key resolution, for the identity routes.
@@ -86,6 +123,12 @@ pub struct AppState {
 impl fmt::Debug for AppState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppState").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Services {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Services").field("config", &self.config).finish_non_exhaustive()
     }
 }
 
@@ -197,7 +240,7 @@ pub async fn assemble<S: GatewayStore>(
         options.trusted_proxies,
     ));
     let membership = Arc::new(MembershipCache::new(store.clone(), options.membership_ttl, !options.open_enrollment));
-    Ok(AppState {
+    Ok(AppState::new(Services {
         auth,
         resolver,
         clock,
@@ -212,5 +255,5 @@ pub async fn assemble<S: GatewayStore>(
         membership,
         config: Arc::new(options.http),
         started_at: Instant::now(),
-    })
+    }))
 }

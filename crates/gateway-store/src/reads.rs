@@ -27,22 +27,40 @@ macro_rules! read {
     };
 }
 
+/// [`CoopRow`] followed by one balance's currency and amount (absent when the account has none).
+type CoopBalanceRow =
+    (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64, Option<String>, Option<i64>);
+
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
     Ok((i64::from(page.limit), to_i64(page.offset)?))
 }
 
 #[async_trait]
 impl LedgerReads for Store {
-    async fn balances(&self, coop: &CoopId, account: &str) -> Result<Vec<(Currency, Amount)>, Error> {
-        let rows: Vec<(String, i64)> = read!(self, |p| sqlx::query_as(
-            "SELECT currency, balance FROM balances WHERE coop_id = $1 AND account = $2 ORDER BY currency"
-        )
-        .bind(coop.as_str())
-        .bind(account)
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
-        rows.into_iter().map(|(c, b)| Ok((parse_currency(&c)?, Amount::from_micros(b)))).collect()
+    async fn coop_balances(
+        &self,
+        coop: &CoopId,
+        account: &str,
+    ) -> Result<Option<(CoopRecord, Vec<(Currency, Amount)>)>, Error> {
+        // One row per currency the account holds, or one row with no balance when it holds none.
+        let sql = format!(
+            "SELECT {COOP_COLUMNS}, b.currency, b.balance FROM coops c \
+             LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency"
+        );
+        let rows: Vec<CoopBalanceRow> =
+            read!(self, |p| sqlx::query_as(&sql).bind(coop.as_str()).bind(account).fetch_all(p).await)
+                .map_err(db_error)?;
+        let mut record = None;
+        let mut balances = Vec::with_capacity(rows.len());
+        for (a, b, c, d, e, f, g, h, i, j, k, l, currency, balance) in rows {
+            if record.is_none() {
+                record = Some(coop_from_row((a, b, c, d, e, f, g, h, i, j, k, l))?);
+            }
+            if let (Some(currency), Some(balance)) = (currency, balance) {
+                balances.push((parse_currency(&currency)?, Amount::from_micros(balance)));
+            }
+        }
+        Ok(record.map(|record| (record, balances)))
     }
 
     async fn history(&self, q: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error> {

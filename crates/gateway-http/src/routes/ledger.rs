@@ -207,9 +207,8 @@ async fn balance_of(
     account: &str,
     currency: Option<String>,
 ) -> ApiResult<Json<Value>> {
-    let record = state.coops.get(coop).await?;
     let currency = currency.as_deref().map(|c| common::currency("currency", c)).transpose()?;
-    let balances = state.ledger.balance(&record, account, currency).await?;
+    let balances = state.ledger.balance(coop, account, currency).await?;
     let map: serde_json::Map<String, Value> =
         balances.balances.iter().map(|(c, b)| (c.to_string(), json!(b))).collect();
     Ok(Json(json!({

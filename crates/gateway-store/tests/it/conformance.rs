@@ -28,8 +28,7 @@ fn payment(from: u32, to: u32, amount: Amount) -> PaymentRequest {
 }
 
 async fn balance(f: &Fixture, coop: &CoopId, n: u32) -> Amount {
-    let record = f.coops.get(coop).await.unwrap();
-    f.ledger.balance(&record, did(n).as_str(), None).await.unwrap().balance
+    f.ledger.balance(coop, did(n).as_str(), None).await.unwrap().balance
 }
 
 async fn assert_zero_sum(f: &Fixture) {
@@ -305,6 +304,55 @@ async fn concurrent_fanout_expansions(backend: Backend) {
     }
 }
 
+/// The balance read returns the coop with every currency the account holds, in order; an
+/// account with none still gets its coop, and an unknown coop is `None`.
+async fn coop_balances_read_the_coop_and_every_currency(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 3).await;
+    let eur = Currency::parse("eur").unwrap();
+    f.ledger.pay(&coop, payment(0, 1, units(5))).await.unwrap();
+    f.ledger.pay(&coop, PaymentRequest { currency: Some(eur.clone()), ..payment(0, 1, units(2)) }).await.unwrap();
+    let (record, balances) = f.store.coop_balances(&coop, did(1).as_str()).await.unwrap().unwrap();
+    assert_eq!(record.id, coop);
+    assert_eq!(record.member_count, 3);
+    assert_eq!(balances, vec![(eur, units(2)), (hours(), units(5))]);
+    let (record, balances) = f.store.coop_balances(&coop, did(2).as_str()).await.unwrap().unwrap();
+    assert_eq!((record.id, balances), (coop.clone(), vec![]));
+    let unknown = CoopId::parse("nowhere").unwrap();
+    assert!(f.store.coop_balances(&unknown, did(1).as_str()).await.unwrap().is_none());
+    assert!(matches!(f.ledger.balance(&unknown, did(1).as_str(), None).await, Err(Error::NotFound { .. })));
+}
+
+/// Units of work committed together (SQLite groups concurrent ones into one transaction): each
+/// that fails leaves none of its writes behind, whatever its place in the group, and every other
+/// one keeps all of its writes.
+async fn a_failed_unit_of_work_undoes_only_its_own_writes(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 1).await;
+    let jobs = (0..60u32).map(|i| {
+        let coop = coop.clone();
+        transaction(f.store.as_ref(), move |tx| {
+            Box::pin(async move {
+                let account = format!("coop:{coop}:test{i}");
+                tx.add_to_balance(&coop, &account, &hours(), units(1)).await?;
+                tx.add_to_balance(&coop, &account, &hours(), units(1)).await?;
+                if i % 3 == 0 { Err(Error::conflict(format!("job {i} fails after writing"))) } else { Ok(i) }
+            })
+        })
+    });
+    let results = join_all(jobs).await;
+    for (i, result) in results.into_iter().enumerate() {
+        let (_, balances) = f.store.coop_balances(&coop, &format!("coop:{coop}:test{i}")).await.unwrap().unwrap();
+        if i % 3 == 0 {
+            assert!(matches!(result, Err(Error::Conflict { .. })), "job {i}: {result:?}");
+            assert_eq!(balances, vec![], "job {i} failed, so none of its writes remain");
+        } else {
+            assert_eq!(result.unwrap(), i as u32);
+            assert_eq!(balances, vec![(hours(), units(2))], "job {i} succeeded, so both of its writes remain");
+        }
+    }
+}
+
 /// Restarting on the same file keeps everything acknowledged.
 async fn reopening_keeps_committed_state(backend: Backend) {
     if !matches!(backend, Backend::SqliteFile | Backend::Postgres) {
@@ -370,7 +418,8 @@ async fn run_ops(f: &Fixture, ops: Vec<Op>) {
     assert_zero_sum(f).await;
     assert_eq!(f.store.unreconciled_accounts().await.unwrap(), 0, "every balance reconciles with its legs");
     for n in 0..4 {
-        for (currency, b) in f.store.balances(&coop, did(n).as_str()).await.unwrap() {
+        let (_, balances) = f.store.coop_balances(&coop, did(n).as_str()).await.unwrap().unwrap();
+        for (currency, b) in balances {
             assert!(b >= units(-1000), "member {n} at {b} {currency} is below its floor");
         }
     }
@@ -416,4 +465,6 @@ conformance!(
     closing_notifies_every_domain_member,
     fanouts_expand_once_per_recipient,
     concurrent_fanout_expansions,
+    coop_balances_read_the_coop_and_every_currency,
+    a_failed_unit_of_work_undoes_only_its_own_writes,
 );
