@@ -18,7 +18,7 @@ use crate::table::{Expiring, Table};
 
 /// How many keys a limiter tracks unless told otherwise: 2^20, so that a million live keys fit
 /// even though keys never spread perfectly evenly over the shards (each shard holds 1/64 of
-/// the bound). For IP keys that is well under 128 MB; see `docs/PERFORMANCE.md`.
+/// the bound). That is about 37 MB whatever the key type; see `docs/PERFORMANCE.md`.
 pub const DEFAULT_MAX_KEYS: NonZeroUsize = NonZeroUsize::new(1 << 20).unwrap();
 
 /// A request was admitted; the snapshot is what the `X-RateLimit-*` headers need.
@@ -124,8 +124,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     pub fn check<Q>(&self, key: &Q, quota: Quota) -> Result<Admission, Denial>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
+        Q: Hash + ?Sized,
     {
         let now = now_nanos(&self.clock);
         let decision = self.table.update(key, now, |tat| gcra(tat, now, quota)).unwrap_or_else(|full| {

@@ -5,10 +5,21 @@
 //! it behaves exactly like an absent key, so dropping it changes no future decision. The table
 //! evicts only idle entries, and refuses new keys when a shard is full of live ones. It
 //! deliberately knows nothing about rate limiting beyond that instant.
+//!
+//! # Keys are stored as their keyed 64-bit hash
+//!
+//! An entry holds the key's SipHash-1-3 under the table's random 128-bit key, not the key
+//! itself: 16 bytes per entry for the GCRA state instead of 32 for an IP address (and a heap
+//! string for a DID), so 100k live keys fit in a core's L2 cache and no client address or DID
+//! is kept in memory. Two different keys share an entry only if their hashes collide: by
+//! accident, with probability about n²/2⁶⁵ for n live keys (3·10⁻⁸ at a million); on purpose,
+//! only by someone who can compute SipHash under the process's secret key. A collision makes
+//! the two keys share one limit (both are limited sooner), never lifts a limit.
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -42,25 +53,29 @@ const SHRINK_ABOVE_BYTES: usize = 64 * 1024;
 /// as client addresses are chosen by whoever sends the requests. That one hash picks both the
 /// shard and the slot, which is why shards are raw `HashTable`s rather than `HashMap`s that
 /// would hash every key a second time.
-pub(crate) struct Table<K, V> {
-    shards: Box<[Shard<K, V>]>,
+pub(crate) struct Table<K: ?Sized, V> {
+    shards: Box<[Shard<V>]>,
     hasher: RandomState,
     shard_capacity: usize,
+    keys: PhantomData<fn(&K)>,
 }
 
 /// One shard, aligned to its own cache lines so that two cores locking neighbouring shards do
 /// not fight over the same line.
 #[repr(align(128))]
-struct Shard<K, V>(Mutex<ShardState<K, V>>);
+struct Shard<V>(Mutex<ShardState<V>>);
 
-struct ShardState<K, V> {
-    entries: HashTable<(K, V)>,
+/// A key's hash and its state.
+type Entry<V> = (u64, V);
+
+struct ShardState<V> {
+    entries: HashTable<Entry<V>>,
     /// A lower bound on every entry's `idle_at`, so a full shard only rescans once something
     /// can actually be evicted.
     earliest_idle: u64,
 }
 
-impl<K: Hash + Eq, V: Expiring> Table<K, V> {
+impl<K: Hash + ?Sized, V: Expiring> Table<K, V> {
     /// A table holding at most `max_keys` keys.
     ///
     /// The bound is enforced per shard (`max_keys / shards` each, with fewer shards for small
@@ -72,10 +87,10 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
         let shards = (0..shard_count)
             .map(|_| Shard(Mutex::new(ShardState { entries: HashTable::new(), earliest_idle: u64::MAX })))
             .collect();
-        Self { shards, hasher: RandomState::new(), shard_capacity: max_keys.get() / shard_count }
+        Self { shards, hasher: RandomState::new(), shard_capacity: max_keys.get() / shard_count, keys: PhantomData }
     }
 
-    fn shard(&self, hash: u64) -> MutexGuard<'_, ShardState<K, V>> {
+    fn shard(&self, hash: u64) -> MutexGuard<'_, ShardState<V>> {
         // The hash table uses the low bits (slot) and the top seven bits (tag) of the hash, so
         // the shard is picked from bits in between to keep the two independent.
         let index = (hash >> 32) as usize & (self.shards.len() - 1);
@@ -88,17 +103,16 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
     pub(crate) fn update<Q, R>(&self, key: &Q, now: u64, f: impl FnOnce(&mut V) -> R) -> Result<R, Full>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
+        Q: Hash + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
-        let f = match shard.apply(hash, key, now, f) {
+        let f = match shard.apply(hash, now, f) {
             Ok(result) => return Ok(result),
             Err(unused) => unused,
         };
         if shard.entries.len() >= self.shard_capacity {
-            shard.evict_idle(now, &self.hasher);
+            shard.evict_idle(now);
             if shard.entries.len() >= self.shard_capacity {
                 return Err(Full { retry_after: shard.earliest_idle - now });
             }
@@ -108,8 +122,7 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
         let idle_at = entry.idle_at();
         if idle_at > now {
             shard.earliest_idle = shard.earliest_idle.min(idle_at);
-            let owned = key.to_owned().into();
-            shard.entries.insert_unique(hash, (owned, entry), |(k, _)| self.hasher.hash_one(k));
+            shard.entries.insert_unique(hash, (hash, entry), |&(h, _)| h);
         }
         Ok(result)
     }
@@ -119,16 +132,16 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
     pub(crate) fn update_existing<Q>(&self, key: &Q, now: u64, f: impl FnOnce(&mut V))
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
         // An absent key has nothing to update.
-        let _ = self.shard(hash).apply(hash, key, now, f);
+        let _ = self.shard(hash).apply(hash, now, f);
     }
 
     /// Drops every entry that is idle at `now` and returns how many went.
     pub(crate) fn evict_idle(&self, now: u64) -> usize {
-        self.shards.iter().map(|shard| lock(&shard.0).evict_idle(now, &self.hasher)).sum()
+        self.shards.iter().map(|shard| lock(&shard.0).evict_idle(now)).sum()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -140,16 +153,14 @@ impl<K: Hash + Eq, V: Expiring> Table<K, V> {
     }
 }
 
-impl<K: Hash + Eq, V: Expiring> ShardState<K, V> {
-    /// Runs `f` on the entry for `key` and drops the entry if that leaves it idle at `now`;
-    /// hands `f` back unused when there is no such entry.
-    fn apply<Q, R, F>(&mut self, hash: u64, key: &Q, now: u64, f: F) -> Result<R, F>
+impl<V: Expiring> ShardState<V> {
+    /// Runs `f` on the entry of the key hashed to `hash` and drops the entry if that leaves it
+    /// idle at `now`; hands `f` back unused when there is no such entry.
+    fn apply<R, F>(&mut self, hash: u64, now: u64, f: F) -> Result<R, F>
     where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
         F: FnOnce(&mut V) -> R,
     {
-        let Ok(mut occupied) = self.entries.find_entry(hash, |(k, _)| k.borrow() == key) else {
+        let Ok(mut occupied) = self.entries.find_entry(hash, |&(h, _)| h == hash) else {
             return Err(f);
         };
         let entry = &mut occupied.get_mut().1;
@@ -163,7 +174,7 @@ impl<K: Hash + Eq, V: Expiring> ShardState<K, V> {
         Ok(result)
     }
 
-    fn evict_idle(&mut self, now: u64, hasher: &RandomState) -> usize {
+    fn evict_idle(&mut self, now: u64) -> usize {
         if now < self.earliest_idle {
             return 0;
         }
@@ -182,9 +193,9 @@ impl<K: Hash + Eq, V: Expiring> ShardState<K, V> {
         // The allocation is the measure because `capacity` also shrinks as removed slots
         // become tombstones, which would hide how much memory sits unused.
         let allocated = self.entries.allocation_size();
-        let used = self.entries.len() * (size_of::<(K, V)>() + 1);
+        let used = self.entries.len() * (size_of::<Entry<V>>() + 1);
         if allocated > SHRINK_ABOVE_BYTES && used < allocated / 4 {
-            self.entries.shrink_to(self.entries.len() * 2, |(k, _)| hasher.hash_one(k));
+            self.entries.shrink_to(self.entries.len() * 2, |&(h, _)| h);
         }
         before - self.entries.len()
     }
@@ -196,7 +207,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<K, V> fmt::Debug for Table<K, V> {
+impl<K: ?Sized, V> fmt::Debug for Table<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Table")
             .field("shards", &self.shards.len())
