@@ -169,23 +169,9 @@ fn payment(from: &Member, to: &Member, amount: &str, memo: &str) -> PaymentReque
     }
 }
 
+/// The CCL contract the test suites share (`fixtures/kitchen.ccl.json`).
 fn kitchen_contract() -> serde_json::Value {
-    json!({
-        "name": "shared_kitchen",
-        "participants": [],
-        "currency": "hours",
-        "state_vars": { "total": 0 },
-        "rules": [{
-            "name": "log",
-            "params": ["hours"],
-            "requires": [{ "Gt": [{ "Var": "hours" }, 0] }],
-            "body": [
-                { "Set": ["total", { "Add": [{ "Var": "total" }, { "Mul": [{ "Var": "hours" }, 2] }] }] },
-                { "Return": { "Var": "total" } }
-            ]
-        }],
-        "triggers": [{ "rule": "log", "on": "done" }]
-    })
+    serde_json::from_str(include_str!("fixtures/kitchen.ccl.json")).expect("fixture is JSON")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -197,23 +197,9 @@ async fn governance_from_domain_to_receipt() {
     assert_eq!(opened.status, "open");
 }
 
+/// The CCL contract the test suites share (`tests/fixtures/kitchen.ccl.json`).
 fn contract() -> serde_json::Value {
-    json!({
-        "name": "shared_kitchen",
-        "participants": [],
-        "currency": "hours",
-        "state_vars": { "total": 0 },
-        "rules": [{
-            "name": "log",
-            "params": ["hours"],
-            "requires": [{ "Gt": [{ "Var": "hours" }, 0] }],
-            "body": [
-                { "Set": ["total", { "Add": [{ "Var": "total" }, { "Mul": [{ "Var": "hours" }, 2] }] }] },
-                { "Return": { "Var": "total" } }
-            ]
-        }],
-        "triggers": [{ "rule": "log", "on": "done" }]
-    })
+    serde_json::from_str(include_str!("../../../../tests/fixtures/kitchen.ccl.json")).expect("fixture is JSON")
 }
 
 #[tokio::test]

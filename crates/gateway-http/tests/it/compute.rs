@@ -8,24 +8,11 @@ use sha2::{Digest, Sha256};
 
 use crate::support::{TestApp, did_of, key};
 
+/// The CCL contract the test suites share (`tests/fixtures/kitchen.ccl.json`), as compact JSON.
 fn contract() -> String {
-    json!({
-        "name": "shared_kitchen",
-        "participants": ["did:key:z6MkAlice"],
-        "currency": "hours",
-        "state_vars": { "total": 0 },
-        "rules": [{
-            "name": "log",
-            "params": ["hours"],
-            "requires": [{ "Gt": [{ "Var": "hours" }, 0] }],
-            "body": [
-                { "Set": ["total", { "Add": [{ "Var": "total" }, { "Mul": [{ "Var": "hours" }, 2] }] }] },
-                { "Return": { "Var": "total" } }
-            ]
-        }],
-        "triggers": [{ "rule": "log", "on": "done" }]
-    })
-    .to_string()
+    let contract: serde_json::Value =
+        serde_json::from_str(include_str!("../../../../tests/fixtures/kitchen.ccl.json")).expect("fixture is JSON");
+    contract.to_string()
 }
 
 fn task(hours: &str) -> Value {
