@@ -78,39 +78,24 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
     let mut signals = Vec::new();
     let mut group = group.into_iter();
     while let Some(job) = group.next() {
-        // Every job runs inside its own savepoint, so a failing job undoes only its own writes.
-        // (Sending the statements between two jobs as one multi-statement command measured
-        // slower through sqlx than sending them one by one.)
-        let (result, appended, closed) = match exec(&mut conn, "SAVEPOINT job").await {
-            Ok(()) => {
-                let (result, appended) = run_job(&mut conn, job.work).await;
-                let closed = if result.is_ok() {
-                    exec(&mut conn, "RELEASE SAVEPOINT job").await
-                } else {
-                    match exec(&mut conn, "ROLLBACK TO SAVEPOINT job").await {
-                        Ok(()) => exec(&mut conn, "RELEASE SAVEPOINT job").await,
-                        Err(err) => Err(err),
-                    }
-                };
-                (result, appended, closed)
-            }
-            Err(err) => (Err(Error::clone(&err)), Vec::new(), Err(err)),
-        };
-        if let Err(err) = closed {
-            // The transaction's state is unknown (a failed job's writes may not have been
-            // undone): nothing of the group may commit.
-            let _ = exec(&mut conn, "ROLLBACK").await;
-            tracing::error!("the store writer lost its transaction: {err}");
-            let unavailable = || Err(Error::ServiceUnavailable("the store could not commit".into()));
-            let _ = job.reply.send(unavailable());
-            for (reply, _) in answered {
-                let _ = reply.send(unavailable());
-            }
-            for job in group {
+        let (result, appended) = match run_in_savepoint(&mut conn, job.work).await {
+            Ok(ran) => ran,
+            Err(err) => {
+                // The transaction's state is unknown (a failed job's writes may not have been
+                // undone): nothing of the group may commit.
+                let _ = exec(&mut conn, "ROLLBACK").await;
+                tracing::error!("the store writer lost its transaction: {err}");
+                let unavailable = || Err(Error::ServiceUnavailable("the store could not commit".into()));
                 let _ = job.reply.send(unavailable());
+                for (reply, _) in answered {
+                    let _ = reply.send(unavailable());
+                }
+                for job in group {
+                    let _ = job.reply.send(unavailable());
+                }
+                return;
             }
-            return;
-        }
+        };
         if result.is_ok() {
             signals.extend(appended);
         }
@@ -133,6 +118,20 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
             }
         }
     }
+}
+
+/// Runs one job in its own savepoint, so that a failing job undoes only its own writes. The
+/// outer error means the savepoint could not be opened or closed, and the transaction can no
+/// longer be trusted. (Sending the statements between two jobs as one multi-statement command
+/// measured slower through sqlx than sending them one by one.)
+async fn run_in_savepoint(conn: &mut SqliteConnection, work: ErasedJob) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+    exec(conn, "SAVEPOINT job").await?;
+    let (result, appended) = run_job(conn, work).await;
+    if result.is_err() {
+        exec(conn, "ROLLBACK TO SAVEPOINT job").await?;
+    }
+    exec(conn, "RELEASE SAVEPOINT job").await?;
+    Ok((result, appended))
 }
 
 /// Runs one job on the writer's connection, inside the savepoint the caller opened.
