@@ -136,3 +136,42 @@ fn nothing_depends_on_the_binary() {
         assert!(!deps.contains("gatewayd"), "{krate} depends on the gatewayd binary");
     }
 }
+
+/// Every `.rs` file under the workspace's source folders.
+fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable source folder") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                sources(&path, found);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn unsafe_code_is_confined_to_the_sqlite_writer() {
+    // The workspace denies unsafe code; the one exception lends the SQLite connection's handle
+    // to the synchronous writer (docs/ARCHITECTURE.md, "The SQLite writer").
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut files = Vec::new();
+    for dir in ["crates", "bins", "xtask", "tests"] {
+        sources(&root.join(dir), &mut files);
+    }
+    let allowed = root.join("crates/gateway-store/src/writer.rs");
+    let marker = ["allow(", "unsafe_code)"].concat();
+    let mut exceptions = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        let count = text.matches(&marker).count();
+        if count > 0 {
+            exceptions.push((file.strip_prefix(root).unwrap_or(file).display().to_string(), count));
+        }
+        if *file != allowed {
+            assert_eq!(count, 0, "{} allows unsafe code", file.display());
+        }
+    }
+    assert_eq!(exceptions, [("crates/gateway-store/src/writer.rs".to_owned(), 1)], "{exceptions:?}");
+}

@@ -78,10 +78,43 @@ pub async fn emit(
     tx.append_event(coop, kind.as_str(), timestamp, &data).await
 }
 
-/// A random 128-bit identifier, hex.
+/// A new 128-bit identifier as 32 hex digits: the creation time in milliseconds (48 bits) and
+/// then 80 random bits. Ids made later sort later, so each insert lands at the right edge of
+/// the id's index instead of on a random page of it (a payment writes two such ids), and 80
+/// random bits keep them unguessable.
 pub fn new_id() -> String {
-    use rand::RngCore;
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    id_at(millis, rand::random())
+}
+
+fn id_at(millis: u64, random: [u8; 10]) -> String {
     let mut bytes = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut bytes);
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6..].copy_from_slice(&random);
     hex::encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_32_hex_digits_led_by_the_time() {
+        let id = id_at(0x0123_4567_89ab, [0xff; 10]);
+        assert_eq!(id, "0123456789abffffffffffffffffffff");
+        let fresh = new_id();
+        assert_eq!(fresh.len(), 32);
+        assert!(fresh.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn later_ids_sort_after_earlier_ones() {
+        assert!(id_at(1_000, [0xff; 10]) < id_at(1_001, [0; 10]));
+        let (first, second) = (new_id(), new_id());
+        assert_ne!(first, second);
+        assert!(first[..12] <= second[..12]);
+    }
 }

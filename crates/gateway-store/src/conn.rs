@@ -2,8 +2,13 @@
 //! connection that is inside a transaction, for SQLite and PostgreSQL alike.
 //!
 //! SQL is written in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
-//! `RETURNING`); the few differences (row locks) are spelled out where they occur. This module
-//! decides nothing: the rules are the domain's.
+//! `RETURNING`); the few differences (row locks) are spelled out where they occur. Statements
+//! are sent through [`Conn::execute`] and the `fetch_*` methods, which bind [`Arg`]s and decode
+//! [`Row`]s the same way on both backends: on SQLite synchronously, on the writer's own thread
+//! (see `writer`), on PostgreSQL through sqlx. This module decides nothing: the rules are the
+//! domain's.
+
+use std::borrow::Cow;
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
@@ -12,16 +17,18 @@ use gateway_domain::ports::{
     GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationFanout, NotificationRecord, NotificationTx,
     ProposalRecord, QuoteRecord, RateRecord, TaskRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
 };
+use rusqlite::OptionalExtension;
 use serde_json::Value;
-use sqlx::{PgConnection, SqliteConnection};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Postgres};
 
 use crate::db_error;
 
 /// A connection inside an open transaction.
 #[derive(Debug)]
 pub(crate) enum Db<'a> {
-    /// SQLite: the single writer's connection.
-    Sqlite(&'a mut SqliteConnection),
+    /// SQLite: the single writer's connection, used synchronously on the writer's thread.
+    Sqlite(&'a mut rusqlite::Connection),
     /// PostgreSQL: one job's transaction.
     Postgres(&'a mut PgConnection),
 }
@@ -34,28 +41,259 @@ pub(crate) struct Conn<'a> {
     pub(crate) appended: Vec<CoopSignal>,
 }
 
-impl<'a> Conn<'a> {
-    pub(crate) fn new(db: Db<'a>) -> Self {
-        Self { db, appended: Vec::new() }
+/// One statement parameter, bound alike on both backends.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg<'q> {
+    Int(Option<i64>),
+    Real(f64),
+    Text(Option<Cow<'q, str>>),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(value: i64) -> Self {
+        Arg::Int(Some(value))
     }
 }
 
-/// Runs `$body` with `$c` bound to the backend's connection; the body is compiled once per
-/// backend, so the same query text serves both.
-macro_rules! on {
-    ($conn:expr, |$c:ident| $body:expr) => {
-        match &mut $conn.db {
-            Db::Sqlite($c) => {
-                let $c = &mut **$c;
-                $body
+impl From<Option<i64>> for Arg<'_> {
+    fn from(value: Option<i64>) -> Self {
+        Arg::Int(value)
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(value: f64) -> Self {
+        Arg::Real(value)
+    }
+}
+
+impl<'q> From<&'q str> for Arg<'q> {
+    fn from(value: &'q str) -> Self {
+        Arg::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'q> From<&'q String> for Arg<'q> {
+    fn from(value: &'q String) -> Self {
+        Arg::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'q> From<Option<&'q str>> for Arg<'q> {
+    fn from(value: Option<&'q str>) -> Self {
+        Arg::Text(value.map(Cow::Borrowed))
+    }
+}
+
+impl From<Option<String>> for Arg<'_> {
+    fn from(value: Option<String>) -> Self {
+        Arg::Text(value.map(Cow::Owned))
+    }
+}
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value as Sql, ValueRef};
+        Ok(match self {
+            Arg::Int(Some(v)) => ToSqlOutput::Owned(Sql::Integer(*v)),
+            Arg::Real(v) => ToSqlOutput::Owned(Sql::Real(*v)),
+            Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Arg::Int(None) | Arg::Text(None) => ToSqlOutput::Owned(Sql::Null),
+        })
+    }
+}
+
+/// A statement's parameters: `args![a, b, …]`, each converted with `Arg::from`.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        &[$(Arg::from($arg)),*][..]
+    };
+}
+
+/// Binds `args` to a sqlx query, in order.
+fn bind_pg<'q>(
+    mut query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+    args: &'q [Arg<'q>],
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    for arg in args {
+        query = match arg {
+            Arg::Int(v) => query.bind(*v),
+            Arg::Real(v) => query.bind(*v),
+            Arg::Text(v) => query.bind(v.as_deref()),
+        };
+    }
+    query
+}
+
+/// A result row decoded the same way from either backend: tuples of column values (by position),
+/// single values, and the wide rows that name their columns.
+pub(crate) trait Row: Sized + Send {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error>;
+}
+
+/// A column type both drivers decode.
+pub(crate) trait Column:
+    rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send
+{
+}
+
+impl<T: rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send> Column for T {}
+
+macro_rules! tuple_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: Column),+> Row for ($($t,)+) {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(($(row.get::<_, $t>($i)?,)+))
             }
-            Db::Postgres($c) => {
-                let $c = &mut **$c;
-                $body
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                use sqlx::Row as _;
+                Ok(($(row.try_get::<$t, _>($i)?,)+))
             }
         }
     };
 }
+
+tuple_row!(A 0);
+tuple_row!(A 0, B 1);
+tuple_row!(A 0, B 1, C 2);
+tuple_row!(A 0, B 1, C 2, D 3);
+tuple_row!(A 0, B 1, C 2, D 3, E 4);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13);
+
+/// A row struct whose fields are its columns' names; sqlx's `FromRow` derive serves the pool's
+/// reads and PostgreSQL, this the SQLite writer.
+macro_rules! named_row {
+    ($name:ident { $($field:ident),+ $(,)? }) => {
+        impl Row for $name {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(Self { $($field: row.get(stringify!($field))?),+ })
+            }
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                <Self as sqlx::FromRow<'_, PgRow>>::from_row(row)
+            }
+        }
+    };
+}
+
+/// Turns a SQLite failure into the contract's error: a full or failing disk, or a database
+/// another process holds, → 503; anything else → 500.
+pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode::{CannotOpen, DatabaseBusy, DatabaseLocked, DiskFull, SystemIoFailure};
+    match &err {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.code, DiskFull | SystemIoFailure | DatabaseBusy | DatabaseLocked | CannotOpen) =>
+        {
+            Error::ServiceUnavailable(format!("store unavailable: {err}"))
+        }
+        _ => Error::Internal(format!("store error: {err}")),
+    }
+}
+
+/// The statement in SQLite's numbered-parameter form: `$n` becomes `?n`, which SQLite binds to
+/// the n-th argument wherever it appears (a `$n` would be a name, numbered by first appearance).
+fn numbered(sql: &str) -> Cow<'_, str> {
+    if !sql.contains('$') {
+        return Cow::Borrowed(sql);
+    }
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+impl<'a> Conn<'a> {
+    pub(crate) fn new(db: Db<'a>) -> Self {
+        Self { db, appended: Vec::new() }
+    }
+
+    fn is_sqlite(&self) -> bool {
+        matches!(self.db, Db::Sqlite(_))
+    }
+
+    /// Runs a statement; returns the number of rows it changed.
+    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => c
+                .prepare_cached(&numbered(sql))
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(args)))
+                .map(|changed| changed as u64)
+                .map_err(sqlite_error),
+            Db::Postgres(c) => {
+                bind_pg(sqlx::query(sql), args).execute(&mut **c).await.map(|r| r.rows_affected()).map_err(db_error)
+            }
+        }
+    }
+
+    /// Every row a query returns.
+    pub(crate) async fn fetch_all<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => {
+                let mut statement = c.prepare_cached(&numbered(sql)).map_err(sqlite_error)?;
+                let rows =
+                    statement.query_map(rusqlite::params_from_iter(args), R::from_sqlite).map_err(sqlite_error)?;
+                rows.collect::<Result<_, _>>().map_err(sqlite_error)
+            }
+            Db::Postgres(c) => {
+                let rows = bind_pg(sqlx::query(sql), args).fetch_all(&mut **c).await.map_err(db_error)?;
+                rows.iter().map(R::from_pg).collect::<Result<_, _>>().map_err(db_error)
+            }
+        }
+    }
+
+    /// The first row a query returns, if any.
+    pub(crate) async fn fetch_optional<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => c
+                .prepare_cached(&numbered(sql))
+                .and_then(|mut statement| {
+                    statement.query_row(rusqlite::params_from_iter(args), R::from_sqlite).optional()
+                })
+                .map_err(sqlite_error),
+            Db::Postgres(c) => {
+                let row = bind_pg(sqlx::query(sql), args).fetch_optional(&mut **c).await.map_err(db_error)?;
+                row.as_ref().map(R::from_pg).transpose().map_err(db_error)
+            }
+        }
+    }
+
+    /// The first row of a query that always returns one.
+    pub(crate) async fn fetch_one<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<R, Error> {
+        self.fetch_optional(sql, args)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("the store returned no row for: {sql}")))
+    }
+}
+
+macro_rules! value_row {
+    ($($t:ty),+) => {
+        $(impl Row for $t {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                row.get(0)
+            }
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                use sqlx::Row as _;
+                row.try_get(0)
+            }
+        })+
+    };
+}
+
+value_row!(i64, Option<i64>, String);
 
 pub(crate) fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
@@ -212,7 +450,7 @@ pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
 #[async_trait]
 impl LedgerTx for Conn<'_> {
     async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error> {
-        if let Db::Sqlite(c) = &mut self.db {
+        if self.is_sqlite() {
             // The single writer holds the only write transaction: plain reads are locks, and one
             // query reads every account.
             let conditions: Vec<String> = (0..accounts.len())
@@ -222,11 +460,11 @@ impl LedgerTx for Conn<'_> {
                 "SELECT account, currency, balance FROM balances WHERE coop_id = $1 AND ({})",
                 conditions.join(" OR ")
             );
-            let mut query = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(coop.as_str());
+            let mut args = vec![Arg::from(coop.as_str())];
             for (account, currency) in accounts {
-                query = query.bind(account).bind(currency.as_str());
+                args.extend([Arg::from(account), Arg::from(currency.as_str())]);
             }
-            let rows = query.fetch_all(&mut **c).await.map_err(db_error)?;
+            let rows: Vec<(String, String, i64)> = self.fetch_all(&sql, &args).await?;
             return Ok(accounts
                 .iter()
                 .map(|(account, currency)| {
@@ -243,35 +481,18 @@ impl LedgerTx for Conn<'_> {
         let mut balances = vec![Amount::ZERO; accounts.len()];
         for index in order {
             let (account, currency) = &accounts[index];
-            let balance: Option<i64> = match &mut self.db {
-                Db::Sqlite(c) => {
-                    // The single writer holds the only write transaction: a plain read is a lock.
-                    sqlx::query_scalar("SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3")
-                        .bind(coop.as_str())
-                        .bind(account)
-                        .bind(currency.as_str())
-                        .fetch_optional(&mut **c)
-                        .await
-                }
-                Db::Postgres(c) => {
-                    sqlx::query("INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING")
-                        .bind(coop.as_str())
-                        .bind(account)
-                        .bind(currency.as_str())
-                        .execute(&mut **c)
-                        .await
-                        .map_err(db_error)?;
-                    sqlx::query_scalar(
-                        "SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3 FOR UPDATE",
-                    )
-                    .bind(coop.as_str())
-                    .bind(account)
-                    .bind(currency.as_str())
-                    .fetch_optional(&mut **c)
-                    .await
-                }
-            }
-            .map_err(db_error)?;
+            let key = args![coop.as_str(), account, currency.as_str()];
+            self.execute(
+                "INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING",
+                key,
+            )
+            .await?;
+            let balance: Option<i64> = self
+                .fetch_optional(
+                    "SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3 FOR UPDATE",
+                    key,
+                )
+                .await?;
             balances[index] = Amount::from_micros(balance.unwrap_or(0));
         }
         Ok(balances)
@@ -288,14 +509,11 @@ impl LedgerTx for Conn<'_> {
              ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance",
             rows.join(", ")
         );
-        on!(self, |c| {
-            let mut query = sqlx::query(&sql).bind(coop.as_str());
-            for (account, currency, delta) in deltas {
-                query = query.bind(*account).bind(currency.as_str()).bind(delta.micros());
-            }
-            query.execute(c).await.map(|_| ())
-        })
-        .map_err(db_error)
+        let mut args = vec![Arg::from(coop.as_str())];
+        for (account, currency, delta) in deltas {
+            args.extend([Arg::from(*account), Arg::from(currency.as_str()), Arg::from(delta.micros())]);
+        }
+        self.execute(&sql, &args).await.map(|_| ())
     }
 
     async fn add_to_balance(
@@ -305,18 +523,13 @@ impl LedgerTx for Conn<'_> {
         currency: &Currency,
         delta: Amount,
     ) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
+        self.execute(
             "INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance"
+             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance",
+            args![coop.as_str(), account, currency.as_str(), delta.micros()],
         )
-        .bind(coop.as_str())
-        .bind(account)
-        .bind(currency.as_str())
-        .bind(delta.micros())
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
@@ -324,38 +537,31 @@ impl LedgerTx for Conn<'_> {
         let sql = format!(
             "INSERT INTO transactions ({TRANSACTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         );
-        on!(self, |c| sqlx::query(&sql)
-            .bind(&r.id)
-            .bind(r.coop_id.as_str())
-            .bind(r.kind.as_str())
-            .bind(&r.from)
-            .bind(&r.to)
-            .bind(r.amount.micros())
-            .bind(r.currency.as_str())
-            .bind(r.memo.as_deref())
-            .bind(to_i64(r.timestamp)?)
-            .bind(leg.map(|l| l.to_currency.to_string()))
-            .bind(leg.map(|l| l.rate.micros()))
-            .bind(leg.map(|l| l.gross_target_amount.micros()))
-            .bind(leg.map(|l| l.fee_amount.micros()))
-            .bind(leg.map(|l| l.net_target_amount.micros()))
-            .execute(c)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
+        self.execute(
+            &sql,
+            args![
+                &r.id,
+                r.coop_id.as_str(),
+                r.kind.as_str(),
+                &r.from,
+                &r.to,
+                r.amount.micros(),
+                r.currency.as_str(),
+                r.memo.as_deref(),
+                to_i64(r.timestamp)?,
+                leg.map(|l| l.to_currency.to_string()),
+                leg.map(|l| l.rate.micros()),
+                leg.map(|l| l.gross_target_amount.micros()),
+                leg.map(|l| l.fee_amount.micros()),
+                leg.map(|l| l.net_target_amount.micros())
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let row: Option<(String, String, i64, String, i64)> = on!(self, |c| {
-            sqlx::query_as(
-            "SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2"
-        )
-        .bind(key)
-        .bind(to_i64(not_before)?)
-        .fetch_optional(c)
-        .await
-        })
-        .map_err(db_error)?;
+        let row: Option<(String, String, i64, String, i64)> = self.fetch_optional("SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2", args![key, to_i64(not_before)?]).await?;
         Ok(row.map(|(key, request_hash, status, body, created_at)| IdempotencyRecord {
             key,
             request_hash,
@@ -366,89 +572,59 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
+        self.execute(
             "INSERT INTO idempotency (key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (key) DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
-             body = excluded.body, created_at = excluded.created_at"
+             body = excluded.body, created_at = excluded.created_at",
+            args![&r.key, &r.request_hash, i64::from(r.status), &r.body, to_i64(r.created_at)?],
         )
-        .bind(&r.key)
-        .bind(&r.request_hash)
-        .bind(i64::from(r.status))
-        .bind(&r.body)
-        .bind(to_i64(r.created_at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
-            "INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) VALUES ($1, $2, $3, $4, $5, $6) \
+        self.execute("INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (coop_id, from_currency, to_currency) DO UPDATE SET rate = excluded.rate, \
-             set_by = excluded.set_by, set_at = excluded.set_at"
-        )
-        .bind(coop.as_str())
-        .bind(r.from_currency.as_str())
-        .bind(r.to_currency.as_str())
-        .bind(r.rate.micros())
-        .bind(r.set_by.as_str())
-        .bind(to_i64(r.set_at)?)
-        .execute(c)
-        .await
-        .map(|_| ()))
-        .map_err(db_error)
+             set_by = excluded.set_by, set_at = excluded.set_at", args![coop.as_str(), r.from_currency.as_str(), r.to_currency.as_str(), r.rate.micros(), r.set_by.as_str(), to_i64(r.set_at)?]).await.map(|_| ())
     }
 
     async fn rate(&mut self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
-        let row: Option<RateRow> = on!(self, |c| sqlx::query_as(
-            "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
-             WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3"
-        )
-        .bind(coop.as_str())
-        .bind(from.as_str())
-        .bind(to.as_str())
-        .fetch_optional(c)
-        .await)
-        .map_err(db_error)?;
+        let row: Option<RateRow> = self
+            .fetch_optional(
+                "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
+             WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
+                args![coop.as_str(), from.as_str(), to.as_str()],
+            )
+            .await?;
         row.map(rate_from_row).transpose()
     }
 
     async fn put_quote(&mut self, q: &QuoteRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
+        self.execute(
             "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, \
-             fee_amount, net_target_amount, valid_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+             fee_amount, net_target_amount, valid_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            args![
+                &q.id,
+                q.coop_id.as_str(),
+                q.amount.micros(),
+                q.from_currency.as_str(),
+                q.to_currency.as_str(),
+                q.rate.micros(),
+                i64::from(q.fee_ppm),
+                q.gross_target_amount.micros(),
+                q.fee_amount.micros(),
+                q.net_target_amount.micros(),
+                to_i64(q.valid_until)?
+            ],
         )
-        .bind(&q.id)
-        .bind(q.coop_id.as_str())
-        .bind(q.amount.micros())
-        .bind(q.from_currency.as_str())
-        .bind(q.to_currency.as_str())
-        .bind(q.rate.micros())
-        .bind(i64::from(q.fee_ppm))
-        .bind(q.gross_target_amount.micros())
-        .bind(q.fee_amount.micros())
-        .bind(q.net_target_amount.micros())
-        .bind(to_i64(q.valid_until)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error> {
         type QuoteRow = (String, String, i64, String, String, i64, i64, i64, i64, i64, i64);
-        let row: Option<QuoteRow> = on!(self, |c| {
-            sqlx::query_as(
-            "SELECT id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, fee_amount, \
-             net_target_amount, valid_until FROM quotes WHERE coop_id = $1 AND id = $2"
-        )
-        .bind(coop.as_str())
-        .bind(id)
-        .fetch_optional(c)
-        .await
-        })
-        .map_err(db_error)?;
+        let row: Option<QuoteRow> = self.fetch_optional("SELECT id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, fee_amount, \
+             net_target_amount, valid_until FROM quotes WHERE coop_id = $1 AND id = $2", args![coop.as_str(), id]).await?;
         row.map(|(id, coop, amount, from, to, rate, fee_ppm, gross, fee, net, valid_until)| {
             Ok(QuoteRecord {
                 id,
@@ -479,36 +655,25 @@ impl EventTx for Conn<'_> {
     ) -> Result<u64, Error> {
         // The counter row is the coop's sequence lock: concurrent writers of one coop serialise
         // here, so numbers are assigned without gaps in commit order.
-        let seq: i64 = on!(self, |c| sqlx::query_scalar(
-            "INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
-             ON CONFLICT (coop_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq"
-        )
-        .bind(coop.as_str())
-        .fetch_one(c)
-        .await)
-        .map_err(db_error)?;
+        let seq: i64 = self
+            .fetch_one(
+                "INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
+             ON CONFLICT (coop_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq",
+                args![coop.as_str()],
+            )
+            .await?;
         let data = data.to_string();
-        on!(self, |c| sqlx::query(
-            "INSERT INTO events (coop_id, seq, event_type, timestamp, data) VALUES ($1, $2, $3, $4, $5)"
+        self.execute(
+            "INSERT INTO events (coop_id, seq, event_type, timestamp, data) VALUES ($1, $2, $3, $4, $5)",
+            args![coop.as_str(), seq, event_type, to_i64(timestamp)?, &data],
         )
-        .bind(coop.as_str())
-        .bind(seq)
-        .bind(event_type)
-        .bind(to_i64(timestamp)?)
-        .bind(&data)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
+        .map(|_| ())?;
         let seq = to_u64(seq);
-        if let Db::Postgres(c) = &mut self.db {
+        if !self.is_sqlite() {
             // Delivered to listening replicas when (and only if) the transaction commits.
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(crate::EVENT_CHANNEL)
-                .bind(format!("{coop}\t{seq}"))
-                .execute(&mut **c)
-                .await
-                .map_err(db_error)?;
+            let payload = format!("{coop}\t{seq}");
+            self.execute("SELECT pg_notify($1, $2)", args![crate::EVENT_CHANNEL, payload.as_str()]).await?;
         }
         self.appended.push(CoopSignal { coop_id: coop.clone(), seq });
         Ok(seq)
@@ -521,85 +686,73 @@ impl NotificationTx for Conn<'_> {
         let sql =
             format!("INSERT INTO notifications ({NOTIFICATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let data = n.data.to_string();
-        on!(self, |c| sqlx::query(&sql)
-            .bind(&n.id)
-            .bind(n.recipient.as_str())
-            .bind(n.coop_id.as_str())
-            .bind(&n.kind)
-            .bind(&n.title)
-            .bind(&n.body)
-            .bind(&data)
-            .bind(to_i64(n.created_at)?)
-            .bind(n.read_at.map(to_i64).transpose()?)
-            .execute(c)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
+        self.execute(
+            &sql,
+            args![
+                &n.id,
+                n.recipient.as_str(),
+                n.coop_id.as_str(),
+                &n.kind,
+                &n.title,
+                &n.body,
+                &data,
+                to_i64(n.created_at)?,
+                n.read_at.map(to_i64).transpose()?
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn insert_notification_fanout(&mut self, f: &NotificationFanout) -> Result<(), Error> {
         let recipients = serde_json::Value::from(f.recipients.iter().map(Did::as_str).collect::<Vec<_>>()).to_string();
         let data = f.data.to_string();
-        on!(self, |c| sqlx::query(
+        self.execute(
             "INSERT INTO notification_fanouts (recipients, coop_id, kind, title, body, data, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            args![&recipients, f.coop_id.as_str(), &f.kind, &f.title, &f.body, &data, to_i64(f.created_at)?],
         )
-        .bind(&recipients)
-        .bind(f.coop_id.as_str())
-        .bind(&f.kind)
-        .bind(&f.title)
-        .bind(&f.body)
-        .bind(&data)
-        .bind(to_i64(f.created_at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn expand_notification_fanouts(&mut self) -> Result<u64, Error> {
-        // Each recipient's notification gets a fresh random id of the same form as `new_id`'s
-        // (32 hex digits), made by the database as it unpacks the recipients.
-        let created = match &mut self.db {
-            Db::Sqlite(c) => {
-                // One writer at a time: what is pending now is claimed by this transaction.
-                let last: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM notification_fanouts")
-                    .fetch_one(&mut **c)
-                    .await
-                    .map_err(db_error)?;
-                let Some(last) = last else { return Ok(0) };
-                let created = sqlx::query(&format!(
-                    "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
-                     SELECT lower(hex(randomblob(16))), r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
-                     FROM notification_fanouts f, json_each(f.recipients) r WHERE f.pos <= $1 ORDER BY f.pos, r.key"
-                ))
-                .bind(last)
-                .execute(&mut **c)
-                .await
-                .map_err(db_error)?
-                .rows_affected();
-                sqlx::query("DELETE FROM notification_fanouts WHERE pos <= $1")
-                    .bind(last)
-                    .execute(&mut **c)
-                    .await
-                    .map_err(db_error)?;
-                created
-            }
-            // Replicas may expand at the same time: deleting claims the rows (a concurrent
-            // expansion waits for the lock and then finds them gone).
-            Db::Postgres(c) => sqlx::query(&format!(
-                "WITH claimed AS (DELETE FROM notification_fanouts RETURNING *) \
-                 INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
-                 SELECT replace(gen_random_uuid()::text, '-', ''), r.value, f.coop_id, f.kind, f.title, f.body, f.data, \
-                 f.created_at, NULL \
-                 FROM claimed f, json_array_elements_text(f.recipients::json) WITH ORDINALITY AS r(value, n) \
-                 ORDER BY f.pos, r.n"
-            ))
-            .execute(&mut **c)
-            .await
-            .map_err(db_error)?
-            .rows_affected(),
-        };
+        // Each recipient's notification gets a fresh id of the same form as `new_id`'s (32 hex
+        // digits: the time in milliseconds, then 80 random bits), made by the database as it
+        // unpacks the recipients. (The first 12 digits of a version-4 UUID are all random.)
+        if self.is_sqlite() {
+            // One writer at a time: what is pending now is claimed by this transaction.
+            let last: Option<i64> = self.fetch_one("SELECT MAX(pos) FROM notification_fanouts", args![]).await?;
+            let Some(last) = last else { return Ok(0) };
+            let created = self
+                .execute(
+                    &format!(
+                        "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+                         SELECT printf('%012x', CAST(unixepoch('subsec') * 1000 AS INTEGER)) || lower(hex(randomblob(10))), r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
+                         FROM notification_fanouts f, json_each(f.recipients) r WHERE f.pos <= $1 ORDER BY f.pos, r.key"
+                    ),
+                    args![last],
+                )
+                .await?;
+            self.execute("DELETE FROM notification_fanouts WHERE pos <= $1", args![last]).await?;
+            return Ok(created);
+        }
+        // Replicas may expand at the same time: deleting claims the rows (a concurrent
+        // expansion waits for the lock and then finds them gone).
+        let created = self
+            .execute(
+                &format!(
+                    "WITH claimed AS (DELETE FROM notification_fanouts RETURNING *) \
+                     INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+                     SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') \
+                     || left(replace(gen_random_uuid()::text, '-', ''), 12) || left(gen_random_uuid()::text, 8), r.value, f.coop_id, f.kind, f.title, f.body, f.data, \
+                     f.created_at, NULL \
+                     FROM claimed f, json_array_elements_text(f.recipients::json) WITH ORDINALITY AS r(value, n) \
+                     ORDER BY f.pos, r.n"
+                ),
+                args![],
+            )
+            .await?;
         Ok(created)
     }
 
@@ -609,33 +762,24 @@ impl NotificationTx for Conn<'_> {
         id: &str,
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error> {
-        on!(self, |c| sqlx::query(
-            "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND id = $2 AND read_at IS NULL"
+        self.execute(
+            "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND id = $2 AND read_at IS NULL",
+            args![recipient.as_str(), id, to_i64(at)?],
         )
-        .bind(recipient.as_str())
-        .bind(id)
-        .bind(to_i64(at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
+        .map(|_| ())?;
         let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND id = $2");
-        let row: Option<NotificationRow> =
-            on!(self, |c| sqlx::query_as(&sql).bind(recipient.as_str()).bind(id).fetch_optional(c).await)
-                .map_err(db_error)?;
+        let row: Option<NotificationRow> = self.fetch_optional(&sql, args![recipient.as_str(), id]).await?;
         row.map(notification_from_row).transpose()
     }
 
     async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error> {
-        let done = on!(self, |c| sqlx::query(
-            "UPDATE notifications SET read_at = $2 WHERE recipient = $1 AND read_at IS NULL"
-        )
-        .bind(recipient.as_str())
-        .bind(to_i64(at)?)
-        .execute(c)
-        .await
-        .map(|r| r.rows_affected()))
-        .map_err(db_error)?;
+        let done = self
+            .execute(
+                "UPDATE notifications SET read_at = $2 WHERE recipient = $1 AND read_at IS NULL",
+                args![recipient.as_str(), to_i64(at)?],
+            )
+            .await?;
         Ok(done)
     }
 }
@@ -644,8 +788,7 @@ impl NotificationTx for Conn<'_> {
 impl CoopTx for Conn<'_> {
     async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
         let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
-        let row: Option<CoopRow> =
-            on!(self, |c| sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(c).await).map_err(db_error)?;
+        let row: Option<CoopRow> = self.fetch_optional(&sql, args![id.as_str()]).await?;
         row.map(coop_from_row).transpose()
     }
 
@@ -658,115 +801,81 @@ impl CoopTx for Conn<'_> {
             "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
             placeholders.join(", ")
         );
-        let rows: Vec<MemberRow> = on!(self, |c| {
-            let mut query = sqlx::query_as(&sql).bind(coop.as_str());
-            for did in dids {
-                query = query.bind(did.as_str());
-            }
-            query.fetch_all(c).await
-        })
-        .map_err(db_error)?;
+        let mut args = vec![Arg::from(coop.as_str())];
+        args.extend(dids.iter().map(|did| Arg::from(did.as_str())));
+        let rows: Vec<MemberRow> = self.fetch_all(&sql, &args).await?;
         rows.into_iter().map(member_from_row).collect()
     }
 
     async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
-        let row: Option<MemberRow> = on!(self, |c| sqlx::query_as(
-            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2"
-        )
-        .bind(coop.as_str())
-        .bind(did.as_str())
-        .fetch_optional(c)
-        .await)
-        .map_err(db_error)?;
+        let row: Option<MemberRow> = self
+            .fetch_optional(
+                "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2",
+                args![coop.as_str(), did.as_str()],
+            )
+            .await?;
         row.map(member_from_row).transpose()
     }
 
     async fn insert_coop(&mut self, r: &CoopRecord) -> Result<(), Error> {
         let s = &r.settings;
-        on!(self, |c| sqlx::query(
-            "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, credit_limit, \
-             high_value_threshold, conversion_fee_ppm, quorum_percent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-        )
-        .bind(r.id.as_str())
-        .bind(&r.name)
-        .bind(&r.coop_type)
-        .bind(&r.description)
-        .bind(to_i64(r.created_at)?)
-        .bind(r.created_by.as_str())
-        .bind(s.default_currency.as_str())
-        .bind(s.credit_limit.micros())
-        .bind(s.high_value_threshold.micros())
-        .bind(i64::from(s.conversion_fee_ppm))
-        .bind(i64::from(s.quorum_percent))
-        .execute(c)
-        .await
-        .map(|_| ()))
-        .map_err(db_error)
+        self.execute("INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, credit_limit, \
+             high_value_threshold, conversion_fee_ppm, quorum_percent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", args![r.id.as_str(), &r.name, &r.coop_type, &r.description, to_i64(r.created_at)?, r.created_by.as_str(), s.default_currency.as_str(), s.credit_limit.micros(), s.high_value_threshold.micros(), i64::from(s.conversion_fee_ppm), i64::from(s.quorum_percent)]).await.map(|_| ())
     }
 
     async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
+        self.execute(
             "UPDATE coops SET default_currency = $2, credit_limit = $3, high_value_threshold = $4, \
-             conversion_fee_ppm = $5, quorum_percent = $6 WHERE id = $1"
+             conversion_fee_ppm = $5, quorum_percent = $6 WHERE id = $1",
+            args![
+                coop.as_str(),
+                s.default_currency.as_str(),
+                s.credit_limit.micros(),
+                s.high_value_threshold.micros(),
+                i64::from(s.conversion_fee_ppm),
+                i64::from(s.quorum_percent)
+            ],
         )
-        .bind(coop.as_str())
-        .bind(s.default_currency.as_str())
-        .bind(s.credit_limit.micros())
-        .bind(s.high_value_threshold.micros())
-        .bind(i64::from(s.conversion_fee_ppm))
-        .bind(i64::from(s.quorum_percent))
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn insert_member(&mut self, coop: &CoopId, m: &MemberRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
-            "INSERT INTO members (coop_id, did, role, joined_at, credit_limit) VALUES ($1, $2, $3, $4, $5)"
+        self.execute(
+            "INSERT INTO members (coop_id, did, role, joined_at, credit_limit) VALUES ($1, $2, $3, $4, $5)",
+            args![
+                coop.as_str(),
+                m.did.as_str(),
+                m.role.as_str(),
+                to_i64(m.joined_at)?,
+                m.credit_limit.map(Amount::micros)
+            ],
         )
-        .bind(coop.as_str())
-        .bind(m.did.as_str())
-        .bind(m.role.as_str())
-        .bind(to_i64(m.joined_at)?)
-        .bind(m.credit_limit.map(Amount::micros))
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
+        .map(|_| ())?;
         self.adjust_member_count(coop, 1).await
     }
 
     async fn update_member(&mut self, coop: &CoopId, m: &MemberRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query("UPDATE members SET role = $3, credit_limit = $4 WHERE coop_id = $1 AND did = $2")
-            .bind(coop.as_str())
-            .bind(m.did.as_str())
-            .bind(m.role.as_str())
-            .bind(m.credit_limit.map(Amount::micros))
-            .execute(c)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
+        self.execute(
+            "UPDATE members SET role = $3, credit_limit = $4 WHERE coop_id = $1 AND did = $2",
+            args![coop.as_str(), m.did.as_str(), m.role.as_str(), m.credit_limit.map(Amount::micros)],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn delete_member(&mut self, coop: &CoopId, did: &Did) -> Result<(), Error> {
-        let removed = on!(self, |c| sqlx::query("DELETE FROM members WHERE coop_id = $1 AND did = $2")
-            .bind(coop.as_str())
-            .bind(did.as_str())
-            .execute(c)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(db_error)?;
+        let removed = self
+            .execute("DELETE FROM members WHERE coop_id = $1 AND did = $2", args![coop.as_str(), did.as_str()])
+            .await?;
         if removed > 0 { self.adjust_member_count(coop, -1).await } else { Ok(()) }
     }
 
     async fn count_admins(&mut self, coop: &CoopId) -> Result<u64, Error> {
-        let count: i64 =
-            on!(self, |c| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE coop_id = $1 AND role = 'admin'")
-                .bind(coop.as_str())
-                .fetch_one(c)
-                .await)
-            .map_err(db_error)?;
+        let count: i64 = self
+            .fetch_one("SELECT COUNT(*) FROM members WHERE coop_id = $1 AND role = 'admin'", args![coop.as_str()])
+            .await?;
         Ok(to_u64(count))
     }
 }
@@ -774,36 +883,29 @@ impl CoopTx for Conn<'_> {
 #[async_trait]
 impl TrustTx for Conn<'_> {
     async fn upsert_edge(&mut self, e: &TrustEdge) -> Result<bool, Error> {
-        let existed: Option<i64> =
-            on!(self, |c| sqlx::query_scalar("SELECT 1 FROM trust_edges WHERE source = $1 AND target = $2")
-                .bind(e.source.as_str())
-                .bind(e.target.as_str())
-                .fetch_optional(c)
-                .await)
-            .map_err(db_error)?;
-        on!(self, |c| sqlx::query(
+        let existed: Option<i64> = self
+            .fetch_optional(
+                "SELECT 1 FROM trust_edges WHERE source = $1 AND target = $2",
+                args![e.source.as_str(), e.target.as_str()],
+            )
+            .await?;
+        self.execute(
             "INSERT INTO trust_edges (source, target, score, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (source, target) DO UPDATE SET score = excluded.score, updated_at = excluded.updated_at"
+             ON CONFLICT (source, target) DO UPDATE SET score = excluded.score, updated_at = excluded.updated_at",
+            args![e.source.as_str(), e.target.as_str(), e.score, to_i64(e.updated_at)?],
         )
-        .bind(e.source.as_str())
-        .bind(e.target.as_str())
-        .bind(e.score)
-        .bind(to_i64(e.updated_at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
+        .map(|_| ())?;
         Ok(existed.is_some())
     }
 
     async fn delete_edge(&mut self, source: &Did, target: &Did) -> Result<bool, Error> {
-        let done = on!(self, |c| sqlx::query("DELETE FROM trust_edges WHERE source = $1 AND target = $2")
-            .bind(source.as_str())
-            .bind(target.as_str())
-            .execute(c)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(db_error)?;
+        let done = self
+            .execute(
+                "DELETE FROM trust_edges WHERE source = $1 AND target = $2",
+                args![source.as_str(), target.as_str()],
+            )
+            .await?;
         Ok(done > 0)
     }
 }
@@ -836,6 +938,28 @@ pub(crate) struct ProposalRow {
     tally_abstain: Option<i64>,
     receipt_unavailable: Option<String>,
 }
+
+named_row!(ProposalRow {
+    id,
+    coop_id,
+    domain_id,
+    title,
+    description,
+    payload,
+    rule,
+    author,
+    status,
+    voting_duration_secs,
+    created_at,
+    opened_at,
+    closes_at,
+    closed_at,
+    outcome,
+    tally_for,
+    tally_against,
+    tally_abstain,
+    receipt_unavailable
+});
 
 pub(crate) fn proposal_from_row(row: ProposalRow) -> Result<ProposalRecord, Error> {
     let tally = match (row.tally_for, row.tally_against, row.tally_abstain) {
@@ -898,42 +1022,38 @@ pub(crate) fn delegation_from_row(row: DelegationRow) -> Result<DelegationRecord
 #[async_trait]
 impl GovTx for Conn<'_> {
     async fn domain(&mut self, coop: &CoopId, domain_id: &str) -> Result<Option<DomainRecord>, Error> {
-        let row: Option<DomainRow> = on!(self, |c| sqlx::query_as(
-            "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains \
-             WHERE coop_id = $1 AND domain_id = $2"
-        )
-        .bind(coop.as_str())
-        .bind(domain_id)
-        .fetch_optional(c)
-        .await)
-        .map_err(db_error)?;
+        let row: Option<DomainRow> = self
+            .fetch_optional(
+                "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains \
+             WHERE coop_id = $1 AND domain_id = $2",
+                args![coop.as_str(), domain_id],
+            )
+            .await?;
         row.map(domain_from_row).transpose()
     }
 
     async fn insert_domain(&mut self, d: &DomainRecord) -> Result<(), Error> {
         let members = serde_json::to_string(&d.members.iter().map(Did::as_str).collect::<Vec<_>>()).expect("strings");
-        on!(self, |c| sqlx::query(
+        self.execute(
             "INSERT INTO gov_domains (coop_id, domain_id, name, members, quorum_percent, rule, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            args![
+                d.coop_id.as_str(),
+                &d.domain_id,
+                &d.name,
+                &members,
+                d.quorum_percent.map(i64::from),
+                d.rule.as_deref(),
+                to_i64(d.created_at)?
+            ],
         )
-        .bind(d.coop_id.as_str())
-        .bind(&d.domain_id)
-        .bind(&d.name)
-        .bind(&members)
-        .bind(d.quorum_percent.map(i64::from))
-        .bind(d.rule.as_deref())
-        .bind(to_i64(d.created_at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
         let sql = format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE coop_id = $1 AND id = $2");
-        let row: Option<ProposalRow> =
-            on!(self, |c| sqlx::query_as(&sql).bind(coop.as_str()).bind(id).fetch_optional(c).await)
-                .map_err(db_error)?;
+        let row: Option<ProposalRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(proposal_from_row).transpose()
     }
 
@@ -946,30 +1066,32 @@ impl GovTx for Conn<'_> {
             Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
             None => (None, None, None),
         };
-        on!(self, |c| sqlx::query(&sql)
-            .bind(&p.id)
-            .bind(p.coop_id.as_str())
-            .bind(&p.domain_id)
-            .bind(&p.title)
-            .bind(&p.description)
-            .bind(&payload)
-            .bind(&p.rule)
-            .bind(p.author.as_str())
-            .bind(&p.status)
-            .bind(to_i64(p.voting_duration_secs)?)
-            .bind(to_i64(p.created_at)?)
-            .bind(p.opened_at.map(to_i64).transpose()?)
-            .bind(p.closes_at.map(to_i64).transpose()?)
-            .bind(p.closed_at.map(to_i64).transpose()?)
-            .bind(p.outcome.as_deref())
-            .bind(f)
-            .bind(a)
-            .bind(ab)
-            .bind(p.receipt_unavailable.as_deref())
-            .execute(c)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
+        self.execute(
+            &sql,
+            args![
+                &p.id,
+                p.coop_id.as_str(),
+                &p.domain_id,
+                &p.title,
+                &p.description,
+                &payload,
+                &p.rule,
+                p.author.as_str(),
+                &p.status,
+                to_i64(p.voting_duration_secs)?,
+                to_i64(p.created_at)?,
+                p.opened_at.map(to_i64).transpose()?,
+                p.closes_at.map(to_i64).transpose()?,
+                p.closed_at.map(to_i64).transpose()?,
+                p.outcome.as_deref(),
+                f,
+                a,
+                ab,
+                p.receipt_unavailable.as_deref()
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn update_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
@@ -977,47 +1099,24 @@ impl GovTx for Conn<'_> {
             Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
             None => (None, None, None),
         };
-        on!(self, |c| sqlx::query(
-            "UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
-             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11 WHERE coop_id = $1 AND id = $2"
-        )
-        .bind(p.coop_id.as_str())
-        .bind(&p.id)
-        .bind(&p.status)
-        .bind(p.opened_at.map(to_i64).transpose()?)
-        .bind(p.closes_at.map(to_i64).transpose()?)
-        .bind(p.closed_at.map(to_i64).transpose()?)
-        .bind(p.outcome.as_deref())
-        .bind(f)
-        .bind(a)
-        .bind(ab)
-        .bind(p.receipt_unavailable.as_deref())
-        .execute(c)
-        .await
-        .map(|_| ()))
-        .map_err(db_error)
+        self.execute("UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
+             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11 WHERE coop_id = $1 AND id = $2", args![p.coop_id.as_str(), &p.id, &p.status, p.opened_at.map(to_i64).transpose()?, p.closes_at.map(to_i64).transpose()?, p.closed_at.map(to_i64).transpose()?, p.outcome.as_deref(), f, a, ab, p.receipt_unavailable.as_deref()]).await.map(|_| ())
     }
 
     async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error> {
-        let existed: Option<i64> =
-            on!(self, |c| sqlx::query_scalar("SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2")
-                .bind(proposal_id)
-                .bind(voter.as_str())
-                .fetch_optional(c)
-                .await)
-            .map_err(db_error)?;
-        on!(self, |c| sqlx::query(
+        let existed: Option<i64> = self
+            .fetch_optional(
+                "SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2",
+                args![proposal_id, voter.as_str()],
+            )
+            .await?;
+        self.execute(
             "INSERT INTO votes (proposal_id, voter, choice, cast_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (proposal_id, voter) DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at"
+             ON CONFLICT (proposal_id, voter) DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at",
+            args![proposal_id, voter.as_str(), choice, to_i64(at)?],
         )
-        .bind(proposal_id)
-        .bind(voter.as_str())
-        .bind(choice)
-        .bind(to_i64(at)?)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
+        .map(|_| ())?;
         Ok(existed.is_some())
     }
 
@@ -1030,27 +1129,13 @@ impl GovTx for Conn<'_> {
                 "SELECT COALESCE(json_agg(json_build_array(voter, choice)), '[]')::text FROM votes WHERE proposal_id = $1"
             }
         };
-        let json: String =
-            on!(self, |c| sqlx::query_scalar(sql).bind(proposal_id).fetch_one(c).await).map_err(db_error)?;
+        let json: String = self.fetch_one(sql, args![proposal_id]).await?;
         let rows: Vec<(String, String)> = from_json_rows(&json)?;
         rows.into_iter().map(|(v, ch)| Ok((parse_did(&v)?, ch))).collect()
     }
 
     async fn insert_delegation(&mut self, d: &DelegationRecord) -> Result<(), Error> {
-        on!(self, |c| sqlx::query(
-            "INSERT INTO delegations (id, coop_id, delegator, delegate, scope, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        )
-        .bind(&d.id)
-        .bind(d.coop_id.as_str())
-        .bind(d.delegator.as_str())
-        .bind(d.delegate.as_str())
-        .bind(&d.scope)
-        .bind(d.expires_at.map(to_i64).transpose()?)
-        .bind(to_i64(d.created_at)?)
-        .execute(c)
-        .await
-        .map(|_| ()))
-        .map_err(db_error)
+        self.execute("INSERT INTO delegations (id, coop_id, delegator, delegate, scope, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)", args![&d.id, d.coop_id.as_str(), d.delegator.as_str(), d.delegate.as_str(), &d.scope, d.expires_at.map(to_i64).transpose()?, to_i64(d.created_at)?]).await.map(|_| ())
     }
 
     async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error> {
@@ -1065,22 +1150,18 @@ impl GovTx for Conn<'_> {
                  ORDER BY created_at, id), '[]')::text FROM delegations WHERE coop_id = $1"
             }
         };
-        let json: String =
-            on!(self, |c| sqlx::query_scalar(sql).bind(coop.as_str()).fetch_one(c).await).map_err(db_error)?;
+        let json: String = self.fetch_one(sql, args![coop.as_str()]).await?;
         let rows: Vec<DelegationRow> = from_json_rows(&json)?;
         rows.into_iter().map(delegation_from_row).collect()
     }
 
     async fn delete_delegation(&mut self, coop: &CoopId, delegator: &Did, id: &str) -> Result<bool, Error> {
-        let done =
-            on!(self, |c| sqlx::query("DELETE FROM delegations WHERE coop_id = $1 AND delegator = $2 AND id = $3")
-                .bind(coop.as_str())
-                .bind(delegator.as_str())
-                .bind(id)
-                .execute(c)
-                .await
-                .map(|r| r.rows_affected()))
-            .map_err(db_error)?;
+        let done = self
+            .execute(
+                "DELETE FROM delegations WHERE coop_id = $1 AND delegator = $2 AND id = $3",
+                args![coop.as_str(), delegator.as_str(), id],
+            )
+            .await?;
         Ok(done > 0)
     }
 
@@ -1092,41 +1173,29 @@ impl GovTx for Conn<'_> {
         body: &Value,
     ) -> Result<(), Error> {
         let body = body.to_string();
-        on!(self, |c| sqlx::query(
-            "INSERT INTO receipts (proposal_id, coop_id, timestamp, body) VALUES ($1, $2, $3, $4)"
+        self.execute(
+            "INSERT INTO receipts (proposal_id, coop_id, timestamp, body) VALUES ($1, $2, $3, $4)",
+            args![proposal_id, coop.as_str(), to_i64(timestamp)?, &body],
         )
-        .bind(proposal_id)
-        .bind(coop.as_str())
-        .bind(to_i64(timestamp)?)
-        .bind(&body)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 
     async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error> {
         let at = to_i64(valid_from)?;
-        on!(self, |c| sqlx::query(
-            "UPDATE signing_keys SET valid_until = $1 WHERE valid_until IS NULL AND public_key <> $2"
+        self.execute(
+            "UPDATE signing_keys SET valid_until = $1 WHERE valid_until IS NULL AND public_key <> $2",
+            args![at, public_key],
         )
-        .bind(at)
-        .bind(public_key)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)?;
-        on!(self, |c| sqlx::query(
+        .map(|_| ())?;
+        self.execute(
             "INSERT INTO signing_keys (public_key, did, valid_from, valid_until) VALUES ($1, $2, $3, NULL) \
-             ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL"
+             ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL",
+            args![public_key, did, at],
         )
-        .bind(public_key)
-        .bind(did)
-        .bind(at)
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 }
 
@@ -1155,6 +1224,26 @@ pub(crate) struct TaskRow {
     finished_at: Option<i64>,
     result: Option<String>,
 }
+
+named_row!(TaskRow {
+    task_id,
+    coop_id,
+    task_hash,
+    status,
+    submitter,
+    executor,
+    code_type,
+    code,
+    inputs,
+    fuel_limit,
+    priority,
+    submitted_at,
+    claimed_at,
+    deadline,
+    attempts,
+    finished_at,
+    result
+});
 
 pub(crate) fn task_from_row(row: TaskRow) -> Result<TaskRecord, Error> {
     Ok(TaskRecord {
@@ -1186,69 +1275,65 @@ impl ComputeTx for Conn<'_> {
         );
         let inputs = t.inputs.to_string();
         let result = t.result.as_ref().map(Value::to_string);
-        on!(self, |c| sqlx::query(&sql)
-            .bind(&t.task_id)
-            .bind(t.coop_id.as_str())
-            .bind(&t.task_hash)
-            .bind(&t.status)
-            .bind(t.submitter.as_str())
-            .bind(t.executor.as_deref())
-            .bind(&t.code_type)
-            .bind(&t.code)
-            .bind(&inputs)
-            .bind(to_i64(t.fuel_limit)?)
-            .bind(&t.priority)
-            .bind(to_i64(t.submitted_at)?)
-            .bind(t.claimed_at.map(to_i64).transpose()?)
-            .bind(t.deadline.map(to_i64).transpose()?)
-            .bind(i64::from(t.attempts))
-            .bind(t.finished_at.map(to_i64).transpose()?)
-            .bind(result.as_deref())
-            .execute(c)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
+        self.execute(
+            &sql,
+            args![
+                &t.task_id,
+                t.coop_id.as_str(),
+                &t.task_hash,
+                &t.status,
+                t.submitter.as_str(),
+                t.executor.as_deref(),
+                &t.code_type,
+                &t.code,
+                &inputs,
+                to_i64(t.fuel_limit)?,
+                &t.priority,
+                to_i64(t.submitted_at)?,
+                t.claimed_at.map(to_i64).transpose()?,
+                t.deadline.map(to_i64).transpose()?,
+                i64::from(t.attempts),
+                t.finished_at.map(to_i64).transpose()?,
+                result.as_deref()
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error> {
         let sql = format!("SELECT {TASK_COLUMNS} FROM compute_tasks WHERE coop_id = $1 AND task_id = $2");
-        let row: Option<TaskRow> =
-            on!(self, |c| sqlx::query_as(&sql).bind(coop.as_str()).bind(id).fetch_optional(c).await)
-                .map_err(db_error)?;
+        let row: Option<TaskRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(task_from_row).transpose()
     }
 
     async fn update_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
         let result = t.result.as_ref().map(Value::to_string);
-        on!(self, |c| sqlx::query(
+        self.execute(
             "UPDATE compute_tasks SET status = $3, executor = $4, claimed_at = $5, deadline = $6, attempts = $7, \
-             finished_at = $8, result = $9 WHERE coop_id = $1 AND task_id = $2"
+             finished_at = $8, result = $9 WHERE coop_id = $1 AND task_id = $2",
+            args![
+                t.coop_id.as_str(),
+                &t.task_id,
+                &t.status,
+                t.executor.as_deref(),
+                t.claimed_at.map(to_i64).transpose()?,
+                t.deadline.map(to_i64).transpose()?,
+                i64::from(t.attempts),
+                t.finished_at.map(to_i64).transpose()?,
+                result.as_deref()
+            ],
         )
-        .bind(t.coop_id.as_str())
-        .bind(&t.task_id)
-        .bind(&t.status)
-        .bind(t.executor.as_deref())
-        .bind(t.claimed_at.map(to_i64).transpose()?)
-        .bind(t.deadline.map(to_i64).transpose()?)
-        .bind(i64::from(t.attempts))
-        .bind(t.finished_at.map(to_i64).transpose()?)
-        .bind(result.as_deref())
-        .execute(c)
         .await
-        .map(|_| ()))
-        .map_err(db_error)
+        .map(|_| ())
     }
 }
 
 impl Conn<'_> {
     /// Keeps `coops.member_count` equal to the number of member rows.
     async fn adjust_member_count(&mut self, coop: &CoopId, delta: i64) -> Result<(), Error> {
-        on!(self, |c| sqlx::query("UPDATE coops SET member_count = member_count + $2 WHERE id = $1")
-            .bind(coop.as_str())
-            .bind(delta)
-            .execute(c)
+        self.execute("UPDATE coops SET member_count = member_count + $2 WHERE id = $1", args![coop.as_str(), delta])
             .await
-            .map(|_| ()))
-        .map_err(db_error)
+            .map(|_| ())
     }
 }

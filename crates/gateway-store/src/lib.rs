@@ -70,6 +70,9 @@ pub enum StoreError {
     /// The schema could not be brought up to date.
     #[error("migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
+    /// The writer's thread could not be started.
+    #[error("cannot start the store writer: {0}")]
+    Writer(#[from] std::io::Error),
 }
 
 /// Turns a database failure into the contract's error: unreachable → 503, anything else → 500.
@@ -111,19 +114,20 @@ impl Store {
     /// Opens (creating if needed) the store a spec names, brings its schema up to date, and
     /// (for SQLite) starts its writer task.
     pub async fn open(spec: &StoreSpec) -> Result<Self, StoreError> {
-        let (backend, in_memory) = Self::connect(spec).await?;
+        let (backend, writer_pool, in_memory) = Self::connect(spec).await?;
         match &backend {
             Backend::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
             Backend::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
         let (feed, _) = broadcast::channel(8192);
-        let writer = match &backend {
-            Backend::Sqlite(pool) => {
+        let writer = match (&backend, writer_pool) {
+            (Backend::Sqlite(_), Some(writer_pool)) => {
                 let (sender, queue) = mpsc::channel(4096);
-                tokio::spawn(writer::sqlite_writer(pool.clone(), queue, feed.clone()));
+                writer::spawn_sqlite_writer(writer_pool, queue, feed.clone())?;
                 Some(sender)
             }
-            Backend::Postgres(pool) => {
+            (Backend::Sqlite(_), None) => None,
+            (Backend::Postgres(pool), _) => {
                 tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
                 None
             }
@@ -131,7 +135,9 @@ impl Store {
         Ok(Self { backend, writer, feed, in_memory })
     }
 
-    async fn connect(spec: &StoreSpec) -> Result<(Backend, bool), StoreError> {
+    /// The backend, the SQLite writer's own pool (`None` for PostgreSQL), and whether the store
+    /// lives in memory.
+    async fn connect(spec: &StoreSpec) -> Result<(Backend, Option<SqlitePool>, bool), StoreError> {
         match spec {
             StoreSpec::Memory => {
                 // One connection: every connection to `:memory:` would be its own database.
@@ -144,7 +150,8 @@ impl Store {
                     .max_lifetime(None)
                     .connect_with(options)
                     .await?;
-                Ok((Backend::Sqlite(pool), true))
+                // The writer shares the one connection with the reads.
+                Ok((Backend::Sqlite(pool.clone()), Some(pool), true))
             }
             StoreSpec::SqliteFile(path) => {
                 let options = SqliteConnectOptions::new()
@@ -161,9 +168,20 @@ impl Store {
                 let pool = SqlitePoolOptions::new()
                     .max_connections(8)
                     .test_before_acquire(false)
+                    .connect_with(options.clone())
+                    .await?;
+                // The writer keeps one connection of its own for good: its page cache stays
+                // valid from one group to the next (no other connection writes), where a
+                // connection that the reads also use would find its cache stale and re-read
+                // every page it touches.
+                let writer = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .test_before_acquire(false)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
                     .connect_with(options)
                     .await?;
-                Ok((Backend::Sqlite(pool), false))
+                Ok((Backend::Sqlite(pool), Some(writer), false))
             }
             StoreSpec::Postgres(url) => {
                 let pool = PgPoolOptions::new()
@@ -171,7 +189,7 @@ impl Store {
                     .acquire_timeout(Duration::from_secs(5))
                     .connect(url)
                     .await?;
-                Ok((Backend::Postgres(pool), false))
+                Ok((Backend::Postgres(pool), None, false))
             }
         }
     }

@@ -13,11 +13,11 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 use gateway_core::Error;
 use gateway_domain::ports::{CoopSignal, ErasedJob};
-use sqlx::{PgPool, SqliteConnection, SqlitePool};
+use sqlx::{PgPool, SqlitePool};
 use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::{Conn, Db};
+use crate::conn::{Conn, Db, sqlite_error};
 use crate::db_error;
 
 /// Most jobs committed together.
@@ -44,12 +44,24 @@ impl Job {
     }
 }
 
-/// The SQLite writer loop; ends when every sender is dropped.
-pub(crate) async fn sqlite_writer(
+/// Starts the SQLite writer on its own thread with its own single-threaded runtime, so that
+/// the many short waits of a group (one per statement, answered by sqlx's connection thread)
+/// are not queued behind the HTTP tasks of the main runtime. The thread ends when every
+/// sender of `queue` is dropped.
+pub(crate) fn spawn_sqlite_writer(
     pool: SqlitePool,
-    mut queue: mpsc::Receiver<Job>,
+    queue: mpsc::Receiver<Job>,
     feed: broadcast::Sender<CoopSignal>,
-) {
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    std::thread::Builder::new()
+        .name("store-writer".into())
+        .spawn(move || runtime.block_on(sqlite_writer(pool, queue, feed)))
+        .map(|_| ())
+}
+
+/// The SQLite writer loop; ends when every sender is dropped.
+async fn sqlite_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>, feed: broadcast::Sender<CoopSignal>) {
     while let Some(first) = queue.recv().await {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -62,28 +74,61 @@ pub(crate) async fn sqlite_writer(
     }
 }
 
-async fn exec(conn: &mut SqliteConnection, sql: &str) -> Result<(), Error> {
-    sqlx::query(sql).execute(conn).await.map(|_| ()).map_err(db_error)
-}
-
+/// Runs one group: takes a pooled connection, holds its handle for the whole group (sqlx's
+/// connection thread waits meanwhile), and runs every statement synchronously on this thread.
 async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
-    let mut conn = match pool.acquire().await {
+    let mut pooled = match pool.acquire().await {
         Ok(conn) => conn,
         Err(err) => return fail_all(group, &db_error(err)),
     };
-    if let Err(err) = exec(&mut conn, "BEGIN IMMEDIATE").await {
+    let mut handle = match pooled.lock_handle().await {
+        Ok(handle) => handle,
+        Err(err) => return fail_all(group, &db_error(err)),
+    };
+    let raw = handle.as_raw_handle();
+    // SAFETY: `raw` is the open connection of `handle`, which gives this thread exclusive use of
+    // it until the handle is dropped (sqlx's connection thread is parked meanwhile). The
+    // borrowing `Connection` does not close the handle when dropped, and it is dropped (with
+    // its prepared statements, which it finalizes) before `handle` is.
+    #[allow(unsafe_code)]
+    let borrowed = unsafe { rusqlite::Connection::from_handle(raw.as_ptr()) };
+    let mut db = match borrowed {
+        Ok(db) => db,
+        Err(err) => return fail_all(group, &sqlite_error(err)),
+    };
+    db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    run_group_on(&mut db, group, feed).await;
+    let clean = db.is_autocommit();
+    drop(db);
+    drop(handle);
+    if !clean {
+        // A transaction that could not be ended must not reach the pool's next user.
+        tracing::error!("the store writer's connection is left inside a transaction: closing it");
+        pooled.close_on_drop();
+    }
+}
+
+/// Distinct statements the writer keeps prepared during a group.
+const STATEMENT_CACHE: usize = 128;
+
+fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
+    db.execute_batch(sql).map_err(sqlite_error)
+}
+
+async fn run_group_on(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
+    if let Err(err) = exec(db, "BEGIN IMMEDIATE") {
         return fail_all(group, &err);
     }
     let mut answered: Vec<(oneshot::Sender<JobResult>, JobResult)> = Vec::with_capacity(group.len());
     let mut signals = Vec::new();
     let mut group = group.into_iter();
     while let Some(job) = group.next() {
-        let (result, appended) = match run_in_savepoint(&mut conn, job.work).await {
+        let (result, appended) = match run_in_savepoint(db, job.work).await {
             Ok(ran) => ran,
             Err(err) => {
                 // The transaction's state is unknown (a failed job's writes may not have been
                 // undone): nothing of the group may commit.
-                let _ = exec(&mut conn, "ROLLBACK").await;
+                let _ = exec(db, "ROLLBACK");
                 tracing::error!("the store writer lost its transaction: {err}");
                 let unavailable = || Err(Error::ServiceUnavailable("the store could not commit".into()));
                 let _ = job.reply.send(unavailable());
@@ -101,7 +146,7 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
         }
         answered.push((job.reply, result));
     }
-    match exec(&mut conn, "COMMIT").await {
+    match exec(db, "COMMIT") {
         Ok(()) => {
             for signal in signals {
                 let _ = feed.send(signal);
@@ -111,7 +156,7 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
             }
         }
         Err(err) => {
-            let _ = exec(&mut conn, "ROLLBACK").await;
+            let _ = exec(db, "ROLLBACK");
             tracing::error!("group commit failed: {err}");
             for (reply, result) in answered {
                 let _ = reply.send(result.and(Err(Error::ServiceUnavailable("the store could not commit".into()))));
@@ -122,22 +167,25 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
 
 /// Runs one job in its own savepoint, so that a failing job undoes only its own writes. The
 /// outer error means the savepoint could not be opened or closed, and the transaction can no
-/// longer be trusted. (Sending the statements between two jobs as one multi-statement command
-/// measured slower through sqlx than sending them one by one.)
-async fn run_in_savepoint(conn: &mut SqliteConnection, work: ErasedJob) -> Result<(JobResult, Vec<CoopSignal>), Error> {
-    exec(conn, "SAVEPOINT job").await?;
-    let (result, appended) = run_job(conn, work).await;
+/// longer be trusted.
+async fn run_in_savepoint(
+    db: &mut rusqlite::Connection,
+    work: ErasedJob,
+) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+    exec(db, "SAVEPOINT job")?;
+    let (result, appended) = run_job(db, work).await;
     if result.is_err() {
-        exec(conn, "ROLLBACK TO SAVEPOINT job").await?;
+        exec(db, "ROLLBACK TO SAVEPOINT job")?;
     }
-    exec(conn, "RELEASE SAVEPOINT job").await?;
+    exec(db, "RELEASE SAVEPOINT job")?;
     Ok((result, appended))
 }
 
-/// Runs one job on the writer's connection, inside the savepoint the caller opened.
-async fn run_job(conn: &mut SqliteConnection, work: ErasedJob) -> (JobResult, Vec<CoopSignal>) {
+/// Runs one job on the writer's connection, inside the savepoint the caller opened. Its
+/// statements run synchronously, so its future completes without waiting on anything else.
+async fn run_job(db: &mut rusqlite::Connection, work: ErasedJob) -> (JobResult, Vec<CoopSignal>) {
     let (outcome, appended) = {
-        let mut handle = Conn::new(Db::Sqlite(&mut *conn));
+        let mut handle = Conn::new(Db::Sqlite(db));
         let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
         (outcome, handle.appended)
     };

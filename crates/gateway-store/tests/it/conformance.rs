@@ -271,6 +271,10 @@ async fn fanouts_expand_once_per_recipient(backend: Backend) {
             assert_eq!(note.data["title"], note.title.as_str());
             assert!(note.read_at.is_none());
             assert!(note.id.len() == 32 && note.id.bytes().all(|b| b.is_ascii_hexdigit()), "{}", note.id);
+            // Led by the creation time in milliseconds, like every other id.
+            let millis = u64::from_str_radix(&note.id[..12], 16).unwrap();
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+            assert!(millis <= now && now - millis < 60_000, "{} is not led by the time", note.id);
             ids.push(note.id.clone());
         }
     }
