@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "bench-secret-bench-secret-bench-secret";
 const COOP: &str = "bench";
+/// Members who pay. Each may make 200 payments an hour (the velocity limit at the default
+/// trust), so a payments run of N seconds at R payments per second needs N × R ≤ 128,000: at
+/// 5,000 per second, runs of up to 25 seconds. (The admin adds them, and the per-DID rate
+/// limit lets it add 1,000 a minute, which bounds their number.)
 const PAYERS: usize = 640;
 const READERS: usize = 4096;
 
@@ -261,10 +265,17 @@ async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Resu
                 let (token, path, body) = &work[i % work.len()];
                 i += 1;
                 let started = Instant::now();
-                let (status, _) =
+                let (status, answer) =
                     conn.send(if body.is_some() { "POST" } else { "GET" }, path, token, body.as_ref()).await?;
                 latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
-                if status == expected { ok += 1 } else { errors += 1 }
+                if status == expected {
+                    ok += 1
+                } else {
+                    if errors == 0 {
+                        eprintln!("unexpected answer: {status} {}", String::from_utf8_lossy(&answer));
+                    }
+                    errors += 1
+                }
             }
             Ok::<_, String>((ok, errors, latencies))
         }));

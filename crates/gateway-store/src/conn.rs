@@ -201,19 +201,8 @@ pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
 /// The statement in SQLite's numbered-parameter form: `$n` becomes `?n`, which SQLite binds to
 /// the n-th argument wherever it appears (a `$n` would be a name, numbered by first appearance).
 fn numbered(sql: &str) -> Cow<'_, str> {
-    if !sql.contains('$') {
-        return Cow::Borrowed(sql);
-    }
-    let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push('?');
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    // Every `$` of the statements sent to SQLite starts a parameter.
+    if sql.contains('$') { Cow::Owned(sql.replace('$', "?")) } else { Cow::Borrowed(sql) }
 }
 
 impl<'a> Conn<'a> {

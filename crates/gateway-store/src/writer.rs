@@ -9,6 +9,7 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use gateway_core::Error;
@@ -63,27 +64,43 @@ pub(crate) fn spawn_sqlite_writer(
 /// The SQLite writer loop; ends when every sender is dropped.
 async fn sqlite_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>, feed: broadcast::Sender<CoopSignal>) {
     while let Some(first) = queue.recv().await {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
-            }
-        }
-        run_group(&pool, group, &feed).await;
+        run_session(&pool, first, &mut queue, &feed).await;
     }
 }
 
-/// Runs one group: takes a pooled connection, holds its handle for the whole group (sqlx's
-/// connection thread waits meanwhile), and runs every statement synchronously on this thread.
-async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
+/// How long the writer keeps its connection while jobs keep coming. Keeping it keeps the
+/// statements prepared from one group to the next; giving it back lets the reads of an
+/// in-memory store, which share that one connection, run.
+const SESSION: Duration = Duration::from_millis(20);
+
+/// Takes the next group of jobs waiting behind `first`.
+fn take_group(first: Job, queue: &mut mpsc::Receiver<Job>) -> Vec<Job> {
+    let mut group = vec![first];
+    while group.len() < MAX_GROUP {
+        match queue.try_recv() {
+            Ok(job) => group.push(job),
+            Err(_) => break,
+        }
+    }
+    group
+}
+
+/// Runs groups on one pooled connection, for as long as jobs are waiting (up to [`SESSION`]):
+/// holds the connection's handle meanwhile (sqlx's connection thread waits) and runs every
+/// statement synchronously on this thread.
+async fn run_session(
+    pool: &SqlitePool,
+    first: Job,
+    queue: &mut mpsc::Receiver<Job>,
+    feed: &broadcast::Sender<CoopSignal>,
+) {
     let mut pooled = match pool.acquire().await {
         Ok(conn) => conn,
-        Err(err) => return fail_all(group, &db_error(err)),
+        Err(err) => return fail_all(take_group(first, queue), &db_error(err)),
     };
     let mut handle = match pooled.lock_handle().await {
         Ok(handle) => handle,
-        Err(err) => return fail_all(group, &db_error(err)),
+        Err(err) => return fail_all(take_group(first, queue), &db_error(err)),
     };
     let raw = handle.as_raw_handle();
     // SAFETY: `raw` is the open connection of `handle`, which gives this thread exclusive use of
@@ -94,10 +111,18 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
     let borrowed = unsafe { rusqlite::Connection::from_handle(raw.as_ptr()) };
     let mut db = match borrowed {
         Ok(db) => db,
-        Err(err) => return fail_all(group, &sqlite_error(err)),
+        Err(err) => return fail_all(take_group(first, queue), &sqlite_error(err)),
     };
     db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    run_group_on(&mut db, group, feed).await;
+    let started = Instant::now();
+    let mut next = Some(first);
+    while let Some(first) = next.take() {
+        run_group_on(&mut db, take_group(first, queue), feed).await;
+        if !db.is_autocommit() || started.elapsed() >= SESSION {
+            break;
+        }
+        next = queue.try_recv().ok();
+    }
     let clean = db.is_autocommit();
     drop(db);
     drop(handle);
@@ -108,7 +133,7 @@ async fn run_group(pool: &SqlitePool, group: Vec<Job>, feed: &broadcast::Sender<
     }
 }
 
-/// Distinct statements the writer keeps prepared during a group.
+/// Distinct statements the writer keeps prepared while it holds its connection.
 const STATEMENT_CACHE: usize = 128;
 
 fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
