@@ -282,7 +282,7 @@ macro_rules! value_row {
     };
 }
 
-value_row!(i64, Option<i64>, String);
+value_row!(i64, Option<i64>, String, bool);
 
 pub(crate) fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)

@@ -1,12 +1,14 @@
-//! Storage backends for the domain's ports: SQLite (in memory or a file) and PostgreSQL, through
-//! sqlx.
+//! Storage backends for the domain's ports: SQLite (in memory or a file), through plain
+//! connections used on the calling thread, and PostgreSQL, through sqlx.
 //!
 //! This crate holds all SQL of the gateway and nothing else: no business rules (those are in
 //! `gateway-domain`), no HTTP. A store is chosen by a spec string: `memory`, `sqlite:<path>` or
 //! `postgres://…`.
 
+#[macro_use]
 mod conn;
 mod reads;
+mod sqlite;
 mod writer;
 
 use std::any::Any;
@@ -18,7 +20,10 @@ use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, Role};
 use gateway_domain::StoreHealth;
 use gateway_domain::ports::{CoopSignal, ErasedJob, EventFeed, Transactor};
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, SqliteConnection};
+
+use crate::conn::Arg;
+use crate::sqlite::SqliteDb;
 use tokio::sync::{broadcast, mpsc};
 
 /// The PostgreSQL notification channel of committed events (payload `<coop>\t<seq>`).
@@ -73,6 +78,9 @@ pub enum StoreError {
     /// The writer's thread could not be started.
     #[error("cannot start the store writer: {0}")]
     Writer(#[from] std::io::Error),
+    /// A SQLite connection could not be opened or set up.
+    #[error("{0}")]
+    Sqlite(Error),
 }
 
 /// Turns a database failure into the contract's error: unreachable → 503, anything else → 500.
@@ -86,7 +94,7 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
 }
 
 pub(crate) enum Backend {
-    Sqlite(SqlitePool),
+    Sqlite(Box<SqliteDb>),
     Postgres(PgPool),
 }
 
@@ -107,98 +115,34 @@ pub struct Store {
     writer: Option<mpsc::Sender<writer::Job>>,
     /// Committed-event signals.
     feed: broadcast::Sender<CoopSignal>,
-    in_memory: bool,
-    /// The WAL checkpointer of a SQLite file, stopped with the store.
-    checkpointer: Option<tokio::task::AbortHandle>,
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        if let Some(task) = &self.checkpointer {
-            task.abort();
-        }
-    }
+    /// Stops the WAL checkpointer of a SQLite file when the store is dropped.
+    _checkpointer: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl Store {
     /// Opens (creating if needed) the store a spec names, brings its schema up to date, and
-    /// (for SQLite) starts its writer task.
+    /// (for SQLite) starts its writer thread.
     pub async fn open(spec: &StoreSpec) -> Result<Self, StoreError> {
-        let (backend, writer_pool, in_memory) = Self::connect(spec).await?;
-        match &backend {
-            Backend::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
-            Backend::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
-        }
         let (feed, _) = broadcast::channel(8192);
-        let writer = match (&backend, writer_pool) {
-            (Backend::Sqlite(_), Some(writer_pool)) => {
-                let (sender, queue) = mpsc::channel(4096);
-                writer::spawn_sqlite_writer(writer_pool, queue, feed.clone())?;
-                Some(sender)
-            }
-            (Backend::Sqlite(_), None) => None,
-            (Backend::Postgres(pool), _) => {
-                tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
-                None
-            }
-        };
-        let checkpointer = match &backend {
-            Backend::Sqlite(pool) if !in_memory => Some(tokio::spawn(checkpointer(pool.clone())).abort_handle()),
-            _ => None,
-        };
-        Ok(Self { backend, writer, feed, in_memory, checkpointer })
-    }
-
-    /// The backend, the SQLite writer's own pool (`None` for PostgreSQL), and whether the store
-    /// lives in memory.
-    async fn connect(spec: &StoreSpec) -> Result<(Backend, Option<SqlitePool>, bool), StoreError> {
         match spec {
-            StoreSpec::Memory => {
-                // One connection: every connection to `:memory:` would be its own database.
-                let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    // See the file pool below.
-                    .test_before_acquire(false)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    .connect_with(options)
-                    .await?;
-                // The writer shares the one connection with the reads.
-                Ok((Backend::Sqlite(pool.clone()), Some(pool), true))
-            }
-            StoreSpec::SqliteFile(path) => {
-                let options = SqliteConnectOptions::new()
-                    .filename(path)
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    // FULL: a committed transaction is on disk before the commit returns.
-                    .synchronous(SqliteSynchronous::Full)
-                    .busy_timeout(Duration::from_secs(5))
-                    .foreign_keys(true);
-                // No liveness ping on every checkout: a local file's connection cannot have been
-                // dropped by a network, and sqlx's ping is one more round trip to the
-                // connection's worker thread on every read.
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(8)
-                    .test_before_acquire(false)
-                    .connect_with(options.clone())
-                    .await?;
-                // The writer keeps one connection of its own for good: its page cache stays
-                // valid from one group to the next (no other connection writes), where a
-                // connection that the reads also use would find its cache stale and re-read
-                // every page it touches.
-                let writer = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .test_before_acquire(false)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    // The checkpointer copies most pages into the database off this thread;
-                    // the writer's own checkpoint, at this size, finishes the rest, so that the
-                    // WAL starts over instead of growing.
-                    .connect_with(options.pragma("wal_autocheckpoint", WRITER_CHECKPOINT_PAGES))
-                    .await?;
-                Ok((Backend::Sqlite(pool), Some(writer), false))
+            StoreSpec::Memory | StoreSpec::SqliteFile(_) => {
+                let db = match spec {
+                    StoreSpec::SqliteFile(path) => SqliteDb::file(path.into()),
+                    _ => SqliteDb::memory().map_err(StoreError::Sqlite)?,
+                };
+                // sqlx runs the migrations (and records them as it always has), then lets go.
+                let mut migrating = SqliteConnection::connect_with(&db.migration_options()).await?;
+                sqlx::migrate!("./migrations/sqlite").run(&mut migrating).await?;
+                migrating.close().await?;
+                let (sender, queue) = mpsc::channel(4096);
+                writer::spawn_sqlite_writer(db.writer().map_err(StoreError::Sqlite)?, queue, feed.clone())?;
+                let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
+                Ok(Self {
+                    backend: Backend::Sqlite(Box::new(db)),
+                    writer: Some(sender),
+                    feed,
+                    _checkpointer: checkpointer,
+                })
             }
             StoreSpec::Postgres(url) => {
                 let pool = PgPoolOptions::new()
@@ -206,7 +150,9 @@ impl Store {
                     .acquire_timeout(Duration::from_secs(5))
                     .connect(url)
                     .await?;
-                Ok((Backend::Postgres(pool), None, false))
+                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
+                Ok(Self { backend: Backend::Postgres(pool), writer: None, feed, _checkpointer: None })
             }
         }
     }
@@ -216,29 +162,6 @@ impl Store {
         match &self.backend {
             Backend::Postgres(pool) => Some(pool),
             Backend::Sqlite(_) => None,
-        }
-    }
-}
-
-/// How often the checkpointer copies the WAL's committed pages into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
-
-/// The WAL size (in 4 KiB pages, so about 40 MB) at which the writer checkpoints after its
-/// commit. Measured with `cargo xtask bench --scenario payments` (docs/PERFORMANCE.md): with the
-/// checkpointer and this size, about a fifth more payments per second than SQLite's default
-/// (the writer checkpointing everything itself, every 1,000 pages).
-const WRITER_CHECKPOINT_PAGES: &str = "10000";
-
-/// Copies committed pages from the WAL into the database file, on a pool connection (that is,
-/// on another thread than the writer's), so that the writer's own checkpoints (at
-/// [`WRITER_CHECKPOINT_PAGES`]) find little left to copy. A passive checkpoint never blocks the
-/// writer or the readers, but only a checkpoint that catches up with the last commit lets the
-/// WAL start over: under a steady stream of commits that is the writer's, right after one.
-async fn checkpointer(pool: SqlitePool) {
-    loop {
-        tokio::time::sleep(CHECKPOINT_EVERY).await;
-        if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
-            tracing::warn!("WAL checkpoint failed: {err}");
         }
     }
 }
@@ -262,18 +185,15 @@ impl Transactor for Store {
 impl StoreHealth for Store {
     fn kind(&self) -> &'static str {
         match &self.backend {
-            Backend::Sqlite(_) if self.in_memory => "memory",
+            Backend::Sqlite(db) if !db.is_file() => "memory",
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres(_) => "postgres",
         }
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        let result = match &self.backend {
-            Backend::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
-            Backend::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()),
-        };
-        result.map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
+        let answer: Result<i64, Error> = self.reader().await?.conn().fetch_one("SELECT 1", &[]).await;
+        answer.map(|_| ()).map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
     }
 }
 
@@ -283,15 +203,12 @@ impl MembershipLookup for Store {
         // One round trip: the coop's existence and the member's role together.
         const SQL: &str = "SELECT c.id, m.role FROM coops c LEFT JOIN members m \
                            ON m.coop_id = c.id AND m.did = $2 WHERE c.id = $1";
-        let row: Option<(String, Option<String>)> = match &self.backend {
-            Backend::Sqlite(pool) => {
-                sqlx::query_as(SQL).bind(coop.as_str()).bind(did.as_str()).fetch_optional(pool).await
-            }
-            Backend::Postgres(pool) => {
-                sqlx::query_as(SQL).bind(coop.as_str()).bind(did.as_str()).fetch_optional(pool).await
-            }
-        }
-        .map_err(db_error)?;
+        let row: Option<(String, Option<String>)> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_optional(SQL, &[Arg::from(coop.as_str()), Arg::from(did.as_str())])
+            .await?;
         Ok(match row {
             None => Membership::NoSuchCoop,
             Some((_, None)) => Membership::NotMember,
@@ -326,12 +243,13 @@ mod tests {
     #[tokio::test]
     async fn membership_distinguishes_the_three_cases() {
         let store = Store::open(&StoreSpec::Memory).await.unwrap();
-        let Backend::Sqlite(pool) = &store.backend else { unreachable!() };
-        sqlx::query("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)")
-            .execute(pool)
+        let mut reader = store.reader().await.unwrap();
+        let mut conn = reader.conn();
+        conn.execute("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)", &[])
             .await
             .unwrap();
-        sqlx::query("INSERT INTO members VALUES ('c1', 'did:key:za', 'admin', 0, NULL)").execute(pool).await.unwrap();
+        conn.execute("INSERT INTO members VALUES ('c1', 'did:key:za', 'admin', 0, NULL)", &[]).await.unwrap();
+        drop(reader);
         let c1 = CoopId::parse("c1").unwrap();
         let a = Did::parse("did:key:za").unwrap();
         let b = Did::parse("did:key:zb").unwrap();
@@ -367,11 +285,13 @@ mod tests {
         };
         ledger.pay(&coop, pay).await.unwrap();
         assert_eq!(store.unreconciled_accounts().await.unwrap(), 0);
-        let Backend::Sqlite(pool) = &store.backend else { unreachable!() };
-        sqlx::query("UPDATE balances SET balance = balance + 1 WHERE account = 'did:key:zb'")
-            .execute(pool)
+        let mut reader = store.reader().await.unwrap();
+        reader
+            .conn()
+            .execute("UPDATE balances SET balance = balance + 1 WHERE account = 'did:key:zb'", &[])
             .await
             .unwrap();
+        drop(reader);
         assert_eq!(store.unreconciled_accounts().await.unwrap(), 1);
     }
 }

@@ -9,22 +9,51 @@ use gateway_domain::ports::{
     TaskRecord, TransactionRecord, TrustEdge, TrustReads,
 };
 
+use crate::conn::{Arg, Conn, Db};
 use crate::conn::{
     COOP_COLUMNS, CoopRow, MemberRow, NOTIFICATION_COLUMNS, NotificationRow, RateRow, TRANSACTION_COLUMNS,
     TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
     parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
 };
 use crate::conn::{PROPOSAL_COLUMNS, ProposalRow, domain_from_row, proposal_from_row};
+use crate::sqlite::SqliteDb;
 use crate::{Backend, Store, db_error};
 
-/// Runs `$body` with `$p` bound to the backend's pool.
-macro_rules! read {
-    ($store:expr, |$p:ident| $body:expr) => {
-        match &$store.backend {
-            Backend::Sqlite($p) => $body,
-            Backend::Postgres($p) => $body,
+/// A connection borrowed for one read: a SQLite connection used on this thread (given back
+/// when dropped), or a PostgreSQL pool's.
+pub(crate) enum Reader<'s> {
+    Sqlite(&'s SqliteDb, Option<rusqlite::Connection>),
+    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
+}
+
+impl Reader<'_> {
+    /// The statement handle over this connection (outside any transaction).
+    pub(crate) fn conn(&mut self) -> Conn<'_> {
+        match self {
+            Reader::Sqlite(_, db) => Conn::new(Db::Sqlite(db.as_mut().expect("held until dropped"))),
+            Reader::Postgres(pooled) => Conn::new(Db::Postgres(pooled)),
         }
-    };
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        if let Reader::Sqlite(sqlite, db) = self
+            && let Some(db) = db.take()
+        {
+            sqlite.give_back(db);
+        }
+    }
+}
+
+impl Store {
+    /// Borrows a connection for a read.
+    pub(crate) async fn reader(&self) -> Result<Reader<'_>, Error> {
+        match &self.backend {
+            Backend::Sqlite(db) => Ok(Reader::Sqlite(db, Some(db.reader()?))),
+            Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(db_error)?)),
+        }
+    }
 }
 
 /// [`CoopRow`] followed by one balance's currency and amount (absent when the account has none).
@@ -48,8 +77,7 @@ impl LedgerReads for Store {
              LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency"
         );
         let rows: Vec<CoopBalanceRow> =
-            read!(self, |p| sqlx::query_as(&sql).bind(coop.as_str()).bind(account).fetch_all(p).await)
-                .map_err(db_error)?;
+            self.reader().await?.conn().fetch_all(&sql, args![coop.as_str(), account]).await?;
         let mut record = None;
         let mut balances = Vec::with_capacity(rows.len());
         for (a, b, c, d, e, f, g, h, i, j, k, l, currency, balance) in rows {
@@ -73,64 +101,46 @@ impl LedgerReads for Store {
         let count = format!("SELECT COUNT(*) FROM transactions WHERE {filter}");
         let account = q.account.as_deref();
         let currency = q.currency.as_ref().map(Currency::as_str);
-        let rows: Vec<TransactionRow> = read!(self, |p| sqlx::query_as(&list)
-            .bind(q.coop.as_str())
-            .bind(account)
-            .bind(currency)
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(p)
-            .await)
-        .map_err(db_error)?;
-        let total: i64 = read!(self, |p| sqlx::query_scalar(&count)
-            .bind(q.coop.as_str())
-            .bind(account)
-            .bind(currency)
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+        let rows: Vec<TransactionRow> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all(&list, args![q.coop.as_str(), account, currency, limit, offset])
+            .await?;
+        let total: i64 =
+            self.reader().await?.conn().fetch_one(&count, args![q.coop.as_str(), account, currency]).await?;
         let items = rows.into_iter().map(transaction_from_row).collect::<Result<_, _>>()?;
         Ok((items, to_u64(total)))
     }
 
     async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
-        let rows: Vec<(String, String, i64)> = read!(self, |p| sqlx::query_as(
-            "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances GROUP BY coop_id, currency ORDER BY coop_id, currency"
-        )
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let rows: Vec<(String, String, i64)> = self.reader().await?.conn().fetch_all("SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances GROUP BY coop_id, currency ORDER BY coop_id, currency", args![]).await?;
         rows.into_iter()
             .map(|(c, cur, s)| Ok((parse_coop(&c)?, parse_currency(&cur)?, Amount::from_micros(s))))
             .collect()
     }
 
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
-        let row: Option<RateRow> = read!(self, |p| sqlx::query_as(
-            "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3"
-        )
-        .bind(coop.as_str())
-        .bind(from.as_str())
-        .bind(to.as_str())
-        .fetch_optional(p)
-        .await)
-        .map_err(db_error)?;
+        let row: Option<RateRow> = self.reader().await?.conn().fetch_optional("SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3", args![coop.as_str(), from.as_str(), to.as_str()]).await?;
         row.map(rate_from_row).transpose()
     }
 
     async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
-        let count: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM transactions WHERE coop_id = $1")
-            .bind(coop.as_str())
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
-        let currencies: Vec<String> = read!(self, |p| sqlx::query_scalar(
-            "SELECT DISTINCT currency FROM balances WHERE coop_id = $1 ORDER BY currency"
-        )
-        .bind(coop.as_str())
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let count: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one("SELECT COUNT(*) FROM transactions WHERE coop_id = $1", args![coop.as_str()])
+            .await?;
+        let currencies: Vec<String> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all(
+                "SELECT DISTINCT currency FROM balances WHERE coop_id = $1 ORDER BY currency",
+                args![coop.as_str()],
+            )
+            .await?;
         Ok((to_u64(count), currencies.iter().map(|c| parse_currency(c)).collect::<Result<_, _>>()?))
     }
 
@@ -142,7 +152,7 @@ impl LedgerReads for Store {
              ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
              WHERE b.balance <> COALESCE(e.expected, 0)"
         );
-        let count: i64 = read!(self, |p| sqlx::query_scalar(&sql).fetch_one(p).await).map_err(db_error)?;
+        let count: i64 = self.reader().await?.conn().fetch_one(&sql, args![]).await?;
         Ok(to_u64(count))
     }
 }
@@ -159,8 +169,7 @@ const LEGS: &str = "SELECT coop_id, from_account AS account, currency, -amount A
 impl CoopReads for Store {
     async fn coop(&self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
         let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
-        let row: Option<CoopRow> =
-            read!(self, |p| sqlx::query_as(&sql).bind(id.as_str()).fetch_optional(p).await).map_err(db_error)?;
+        let row: Option<CoopRow> = self.reader().await?.conn().fetch_optional(&sql, args![id.as_str()]).await?;
         row.map(coop_from_row).transpose()
     }
 
@@ -171,44 +180,38 @@ impl CoopReads for Store {
              ORDER BY c.id LIMIT $2 OFFSET $3"
         );
         let rows: Vec<CoopRow> =
-            read!(self, |p| sqlx::query_as(&sql).bind(did.as_str()).bind(limit).bind(offset).fetch_all(p).await)
-                .map_err(db_error)?;
-        let total: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE did = $1")
-            .bind(did.as_str())
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+            self.reader().await?.conn().fetch_all(&sql, args![did.as_str(), limit, offset]).await?;
+        let total: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one("SELECT COUNT(*) FROM members WHERE did = $1", args![did.as_str()])
+            .await?;
         Ok((rows.into_iter().map(coop_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn members(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<MemberRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        let rows: Vec<MemberRow> = read!(self, |p| sqlx::query_as(
-            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3"
-        )
-        .bind(coop.as_str())
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
-        let total: i64 = read!(self, |p| sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE coop_id = $1")
-            .bind(coop.as_str())
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+        let rows: Vec<MemberRow> = self.reader().await?.conn().fetch_all("SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3", args![coop.as_str(), limit, offset]).await?;
+        let total: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one("SELECT COUNT(*) FROM members WHERE coop_id = $1", args![coop.as_str()])
+            .await?;
         Ok((rows.into_iter().map(member_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn member(&self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
-        let row: Option<MemberRow> = read!(self, |p| sqlx::query_as(
-            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2"
-        )
-        .bind(coop.as_str())
-        .bind(did.as_str())
-        .fetch_optional(p)
-        .await)
-        .map_err(db_error)?;
+        let row: Option<MemberRow> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_optional(
+                "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2",
+                args![coop.as_str(), did.as_str()],
+            )
+            .await?;
         row.map(member_from_row).transpose()
     }
 }
@@ -227,29 +230,32 @@ impl NotificationReads for Store {
             "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3"
         );
         let rows: Vec<NotificationRow> =
-            read!(self, |p| sqlx::query_as(&list).bind(recipient.as_str()).bind(limit).bind(offset).fetch_all(p).await)
-                .map_err(db_error)?;
-        let total: i64 =
-            read!(self, |p| sqlx::query_scalar(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"))
-                .bind(recipient.as_str())
-                .fetch_one(p)
-                .await)
-            .map_err(db_error)?;
-        let unread: i64 = read!(self, |p| sqlx::query_scalar(
-            "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL"
-        )
-        .bind(recipient.as_str())
-        .fetch_one(p)
-        .await)
-        .map_err(db_error)?;
+            self.reader().await?.conn().fetch_all(&list, args![recipient.as_str(), limit, offset]).await?;
+        let total: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"), args![recipient.as_str()])
+            .await?;
+        let unread: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one(
+                "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL",
+                args![recipient.as_str()],
+            )
+            .await?;
         Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))
     }
 
     async fn pending_notification_fanouts(&self) -> Result<bool, Error> {
-        let pending: bool = read!(self, |p| sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM notification_fanouts)")
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+        let pending: bool = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one("SELECT EXISTS (SELECT 1 FROM notification_fanouts)", args![])
+            .await?;
         Ok(pending)
     }
 }
@@ -257,11 +263,12 @@ impl NotificationReads for Store {
 #[async_trait]
 impl TrustReads for Store {
     async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error> {
-        let rows: Vec<(String, String, f64, i64)> =
-            read!(self, |p| sqlx::query_as("SELECT source, target, score, updated_at FROM trust_edges")
-                .fetch_all(p)
-                .await)
-            .map_err(db_error)?;
+        let rows: Vec<(String, String, f64, i64)> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all("SELECT source, target, score, updated_at FROM trust_edges", args![])
+            .await?;
         rows.into_iter()
             .map(|(s, t, score, at)| {
                 Ok(TrustEdge { source: parse_did(&s)?, target: parse_did(&t)?, score, updated_at: to_u64(at) })
@@ -273,17 +280,7 @@ impl TrustReads for Store {
 #[async_trait]
 impl EventReads for Store {
     async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
-        let rows: Vec<(i64, String, i64, String)> = read!(self, |p| {
-            sqlx::query_as(
-            "SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        )
-        .bind(coop.as_str())
-        .bind(to_i64(after)?)
-        .bind(i64::from(limit))
-        .fetch_all(p)
-        .await
-        })
-        .map_err(db_error)?;
+        let rows: Vec<(i64, String, i64, String)> = self.reader().await?.conn().fetch_all("SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", args![coop.as_str(), to_i64(after)?, i64::from(limit)]).await?;
         rows.into_iter()
             .map(|(seq, event_type, ts, data)| {
                 Ok(EventRecord {
@@ -298,33 +295,29 @@ impl EventReads for Store {
     }
 
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> = read!(self, |p| sqlx::query_scalar("SELECT seq FROM event_counters WHERE coop_id = $1")
-            .bind(coop.as_str())
-            .fetch_optional(p)
-            .await)
-        .map_err(db_error)?;
+        let seq: Option<i64> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_optional("SELECT seq FROM event_counters WHERE coop_id = $1", args![coop.as_str()])
+            .await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 
     async fn prune_events(&self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
         let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
                    (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
-        let deleted = read!(self, |p| sqlx::query(sql)
-            .bind(to_i64(older_than)?)
-            .bind(to_i64(keep_last)?)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(db_error)?;
+        let deleted = self.reader().await?.conn().execute(sql, args![to_i64(older_than)?, to_i64(keep_last)?]).await?;
         Ok(deleted)
     }
 
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> = read!(self, |p| sqlx::query_scalar("SELECT MIN(seq) FROM events WHERE coop_id = $1")
-            .bind(coop.as_str())
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+        let seq: Option<i64> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one("SELECT MIN(seq) FROM events WHERE coop_id = $1", args![coop.as_str()])
+            .await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 }
@@ -332,13 +325,7 @@ impl EventReads for Store {
 #[async_trait]
 impl GovReads for Store {
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<crate::conn::DomainRow> = read!(self, |p| sqlx::query_as(
-            "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"
-        )
-        .bind(coop.as_str())
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let rows: Vec<crate::conn::DomainRow> = self.reader().await?.conn().fetch_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
         rows.into_iter().map(domain_from_row).collect()
     }
 
@@ -347,68 +334,55 @@ impl GovReads for Store {
         let filter = "coop_id = $1 AND ($2 IS NULL OR domain_id = $2) AND ($3 IS NULL OR status = $3)";
         let list =
             format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5");
-        let rows: Vec<ProposalRow> = read!(self, |p| sqlx::query_as(&list)
-            .bind(q.coop.as_str())
-            .bind(q.domain.as_deref())
-            .bind(q.status.as_deref())
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(p)
-            .await)
-        .map_err(db_error)?;
+        let rows: Vec<ProposalRow> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref(), limit, offset])
+            .await?;
         let count = format!("SELECT COUNT(*) FROM proposals WHERE {filter}");
-        let total: i64 = read!(self, |p| sqlx::query_scalar(&count)
-            .bind(q.coop.as_str())
-            .bind(q.domain.as_deref())
-            .bind(q.status.as_deref())
-            .fetch_one(p)
-            .await)
-        .map_err(db_error)?;
+        let total: i64 = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_one(&count, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref()])
+            .await?;
         Ok((rows.into_iter().map(proposal_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn proposal_counts(&self, coop: &CoopId) -> Result<(u64, u64), Error> {
-        let (all, open): (i64, i64) = read!(self, |p| sqlx::query_as(
-            "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1"
-        )
-        .bind(coop.as_str())
-        .fetch_one(p)
-        .await)
-        .map_err(db_error)?;
+        let (all, open): (i64, i64) = self.reader().await?.conn().fetch_one("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok((to_u64(all), to_u64(open)))
     }
 
     async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = read!(self, |p| {
-            sqlx::query_as(
-            "SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500"
-        )
-        .bind(to_i64(now)?)
-        .fetch_all(p)
-        .await
-        })
-        .map_err(db_error)?;
+        let rows: Vec<(String, String)> = self.reader().await?.conn().fetch_all("SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500", args![to_i64(now)?]).await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
     async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<serde_json::Value>, Error> {
-        let body: Option<String> =
-            read!(self, |p| sqlx::query_scalar("SELECT body FROM receipts WHERE coop_id = $1 AND proposal_id = $2")
-                .bind(coop.as_str())
-                .bind(proposal_id)
-                .fetch_optional(p)
-                .await)
-            .map_err(db_error)?;
+        let body: Option<String> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_optional(
+                "SELECT body FROM receipts WHERE coop_id = $1 AND proposal_id = $2",
+                args![coop.as_str(), proposal_id],
+            )
+            .await?;
         body.map(|b| parse_json(&b)).transpose()
     }
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error> {
-        let rows: Vec<(String, String, i64, Option<i64>)> = read!(self, |p| sqlx::query_as(
-            "SELECT public_key, did, valid_from, valid_until FROM signing_keys ORDER BY valid_from, public_key"
-        )
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let rows: Vec<(String, String, i64, Option<i64>)> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all(
+                "SELECT public_key, did, valid_from, valid_until FROM signing_keys ORDER BY valid_from, public_key",
+                args![],
+            )
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(public_key, did, from, until)| SigningKeyRecord {
@@ -442,34 +416,28 @@ impl ComputeReads for Store {
             crate::conn::TASK_COLUMNS
         );
         let rows: Vec<crate::conn::TaskRow> =
-            read!(self, |p| sqlx::query_as(&sql).bind(coop.as_str()).bind(limit).bind(offset).fetch_all(p).await)
-                .map_err(db_error)?;
+            self.reader().await?.conn().fetch_all(&sql, args![coop.as_str(), limit, offset]).await?;
         let count = format!("SELECT COUNT(*) FROM compute_tasks WHERE {filter}");
-        let total: i64 =
-            read!(self, |p| sqlx::query_scalar(&count).bind(coop.as_str()).fetch_one(p).await).map_err(db_error)?;
+        let total: i64 = self.reader().await?.conn().fetch_one(&count, args![coop.as_str()]).await?;
         Ok((rows.into_iter().map(crate::conn::task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = read!(self, |p| sqlx::query_as(
-            "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
-             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1"
-        )
-        .bind(i64::from(limit))
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let rows: Vec<(String, String)> = self
+            .reader()
+            .await?
+            .conn()
+            .fetch_all(
+                "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
+             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1",
+                args![i64::from(limit)],
+            )
+            .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
     async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = read!(self, |p| sqlx::query_as(
-            "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500"
-        )
-        .bind(to_i64(now)?)
-        .fetch_all(p)
-        .await)
-        .map_err(db_error)?;
+        let rows: Vec<(String, String)> = self.reader().await?.conn().fetch_all("SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500", args![to_i64(now)?]).await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 }

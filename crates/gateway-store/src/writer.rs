@@ -9,12 +9,11 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use gateway_core::Error;
 use gateway_domain::ports::{CoopSignal, ErasedJob};
-use sqlx::{PgPool, SqlitePool};
+use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
 
@@ -45,33 +44,33 @@ impl Job {
     }
 }
 
-/// Starts the SQLite writer on its own thread with its own single-threaded runtime, so that
-/// the many short waits of a group (one per statement, answered by sqlx's connection thread)
-/// are not queued behind the HTTP tasks of the main runtime. The thread ends when every
+/// Starts the SQLite writer on its own thread, with its own connection and a single-threaded
+/// runtime to wait for jobs on. Every statement of a group runs synchronously on this thread;
+/// a job's future completes without waiting on anything else. The thread ends when every
 /// sender of `queue` is dropped.
 pub(crate) fn spawn_sqlite_writer(
-    pool: SqlitePool,
-    queue: mpsc::Receiver<Job>,
+    mut db: rusqlite::Connection,
+    mut queue: mpsc::Receiver<Job>,
     feed: broadcast::Sender<CoopSignal>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     std::thread::Builder::new()
         .name("store-writer".into())
-        .spawn(move || runtime.block_on(sqlite_writer(pool, queue, feed)))
+        .spawn(move || {
+            runtime.block_on(async move {
+                while let Some(first) = queue.recv().await {
+                    run_group_on(&mut db, take_group(first, &mut queue), &feed).await;
+                    if !db.is_autocommit() {
+                        // A transaction that could not be ended: nothing more can be trusted to
+                        // commit on this connection.
+                        tracing::error!("the store writer's connection is stuck inside a transaction");
+                        let _ = exec(&db, "ROLLBACK");
+                    }
+                }
+            })
+        })
         .map(|_| ())
 }
-
-/// The SQLite writer loop; ends when every sender is dropped.
-async fn sqlite_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>, feed: broadcast::Sender<CoopSignal>) {
-    while let Some(first) = queue.recv().await {
-        run_session(&pool, first, &mut queue, &feed).await;
-    }
-}
-
-/// How long the writer keeps its connection while jobs keep coming. Keeping it keeps the
-/// statements prepared from one group to the next; giving it back lets the reads of an
-/// in-memory store, which share that one connection, run.
-const SESSION: Duration = Duration::from_millis(20);
 
 /// Takes the next group of jobs waiting behind `first`.
 fn take_group(first: Job, queue: &mut mpsc::Receiver<Job>) -> Vec<Job> {
@@ -84,57 +83,6 @@ fn take_group(first: Job, queue: &mut mpsc::Receiver<Job>) -> Vec<Job> {
     }
     group
 }
-
-/// Runs groups on one pooled connection, for as long as jobs are waiting (up to [`SESSION`]):
-/// holds the connection's handle meanwhile (sqlx's connection thread waits) and runs every
-/// statement synchronously on this thread.
-async fn run_session(
-    pool: &SqlitePool,
-    first: Job,
-    queue: &mut mpsc::Receiver<Job>,
-    feed: &broadcast::Sender<CoopSignal>,
-) {
-    let mut pooled = match pool.acquire().await {
-        Ok(conn) => conn,
-        Err(err) => return fail_all(take_group(first, queue), &db_error(err)),
-    };
-    let mut handle = match pooled.lock_handle().await {
-        Ok(handle) => handle,
-        Err(err) => return fail_all(take_group(first, queue), &db_error(err)),
-    };
-    let raw = handle.as_raw_handle();
-    // SAFETY: `raw` is the open connection of `handle`, which gives this thread exclusive use of
-    // it until the handle is dropped (sqlx's connection thread is parked meanwhile). The
-    // borrowing `Connection` does not close the handle when dropped, and it is dropped (with
-    // its prepared statements, which it finalizes) before `handle` is.
-    #[allow(unsafe_code)]
-    let borrowed = unsafe { rusqlite::Connection::from_handle(raw.as_ptr()) };
-    let mut db = match borrowed {
-        Ok(db) => db,
-        Err(err) => return fail_all(take_group(first, queue), &sqlite_error(err)),
-    };
-    db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    let started = Instant::now();
-    let mut next = Some(first);
-    while let Some(first) = next.take() {
-        run_group_on(&mut db, take_group(first, queue), feed).await;
-        if !db.is_autocommit() || started.elapsed() >= SESSION {
-            break;
-        }
-        next = queue.try_recv().ok();
-    }
-    let clean = db.is_autocommit();
-    drop(db);
-    drop(handle);
-    if !clean {
-        // A transaction that could not be ended must not reach the pool's next user.
-        tracing::error!("the store writer's connection is left inside a transaction: closing it");
-        pooled.close_on_drop();
-    }
-}
-
-/// Distinct statements the writer keeps prepared while it holds its connection.
-const STATEMENT_CACHE: usize = 128;
 
 fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
     db.execute_batch(sql).map_err(sqlite_error)
