@@ -1,11 +1,12 @@
-//! The transaction handle: every write primitive of the domain's ports, implemented once over a
-//! connection that is inside a transaction, for SQLite and PostgreSQL alike.
+//! The statement handle: every write primitive of the domain's ports, implemented once over a
+//! connection that is inside a transaction, for SQLite and PostgreSQL alike (the reads of
+//! `reads.rs` use the same handle outside a transaction).
 //!
 //! SQL is written in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
 //! `RETURNING`); the few differences (row locks) are spelled out where they occur. Statements
 //! are sent through [`Conn::execute`] and the `fetch_*` methods, which bind [`Arg`]s and decode
-//! [`Row`]s the same way on both backends: on SQLite synchronously, on the writer's own thread
-//! (see `writer`), on PostgreSQL through sqlx. This module decides nothing: the rules are the
+//! [`Row`]s the same way on both backends: on SQLite synchronously, on the calling thread (see
+//! `sqlite`), on PostgreSQL through sqlx. This module decides nothing: the rules are the
 //! domain's.
 
 use std::borrow::Cow;
@@ -27,7 +28,7 @@ use crate::db_error;
 /// A connection inside an open transaction.
 #[derive(Debug)]
 pub(crate) enum Db<'a> {
-    /// SQLite: the single writer's connection, used synchronously on the writer's thread.
+    /// SQLite: a connection used synchronously on this thread (the writer's, or a reader's).
     Sqlite(&'a mut rusqlite::Connection),
     /// PostgreSQL: one job's transaction.
     Postgres(&'a mut PgConnection),
