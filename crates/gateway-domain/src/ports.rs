@@ -381,6 +381,10 @@ pub trait EventTx: Send {
         timestamp: u64,
         data: &Value,
     ) -> Result<u64, Error>;
+
+    /// Deletes events older than `older_than` (Unix seconds), keeping at least each coop's
+    /// last `keep_last`; returns how many were deleted.
+    async fn prune_events(&mut self, keep_last: u64, older_than: u64) -> Result<u64, Error>;
 }
 
 /// Notification writes.

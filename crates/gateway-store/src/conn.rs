@@ -668,6 +668,12 @@ impl EventTx for Conn<'_> {
         self.appended.push(CoopSignal { coop_id: coop.clone(), seq });
         Ok(seq)
     }
+
+    async fn prune_events(&mut self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
+        let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
+                   (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
+        self.execute(sql, args![to_i64(older_than)?, to_i64(keep_last)?]).await
+    }
 }
 
 #[async_trait]
@@ -873,9 +879,9 @@ impl CoopTx for Conn<'_> {
 #[async_trait]
 impl TrustTx for Conn<'_> {
     async fn upsert_edge(&mut self, e: &TrustEdge) -> Result<bool, Error> {
-        let existed: Option<i64> = self
-            .fetch_optional(
-                "SELECT 1 FROM trust_edges WHERE source = $1 AND target = $2",
+        let existed: bool = self
+            .fetch_one(
+                "SELECT EXISTS (SELECT 1 FROM trust_edges WHERE source = $1 AND target = $2)",
                 args![e.source.as_str(), e.target.as_str()],
             )
             .await?;
@@ -886,7 +892,7 @@ impl TrustTx for Conn<'_> {
         )
         .await
         .map(|_| ())?;
-        Ok(existed.is_some())
+        Ok(existed)
     }
 
     async fn delete_edge(&mut self, source: &Did, target: &Did) -> Result<bool, Error> {
@@ -1094,9 +1100,9 @@ impl GovTx for Conn<'_> {
     }
 
     async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error> {
-        let existed: Option<i64> = self
-            .fetch_optional(
-                "SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2",
+        let existed: bool = self
+            .fetch_one(
+                "SELECT EXISTS (SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2)",
                 args![proposal_id, voter.as_str()],
             )
             .await?;
@@ -1107,7 +1113,7 @@ impl GovTx for Conn<'_> {
         )
         .await
         .map(|_| ())?;
-        Ok(existed.is_some())
+        Ok(existed)
     }
 
     async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error> {

@@ -126,14 +126,18 @@ impl Store {
         let (feed, _) = broadcast::channel(8192);
         match spec {
             StoreSpec::Memory | StoreSpec::SqliteFile(_) => {
+                let migrations = sqlx::migrate!("./migrations/sqlite");
                 let db = match spec {
                     StoreSpec::SqliteFile(path) => SqliteDb::file(path.into()),
-                    _ => SqliteDb::memory().map_err(StoreError::Sqlite)?,
+                    _ => SqliteDb::memory(&migrations).map_err(StoreError::Sqlite)?,
                 };
-                // sqlx runs the migrations (and records them as it always has), then lets go.
-                let mut migrating = SqliteConnection::connect_with(&db.migration_options()).await?;
-                sqlx::migrate!("./migrations/sqlite").run(&mut migrating).await?;
-                migrating.close().await?;
+                if let Some(options) = db.migration_options() {
+                    // sqlx runs a file's migrations (and records them as it always has), then
+                    // lets go.
+                    let mut migrating = SqliteConnection::connect_with(&options).await?;
+                    migrations.run(&mut migrating).await?;
+                    migrating.close().await?;
+                }
                 let (sender, queue) = mpsc::channel(4096);
                 writer::spawn_sqlite_writer(db.writer().map_err(StoreError::Sqlite)?, queue, feed.clone())?;
                 let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
@@ -192,7 +196,7 @@ impl StoreHealth for Store {
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        let answer: Result<i64, Error> = self.reader().await?.conn().fetch_one("SELECT 1", &[]).await;
+        let answer: Result<bool, Error> = self.reader().await?.conn().fetch_one("SELECT 1 = 1", &[]).await;
         answer.map(|_| ()).map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
     }
 }

@@ -3,26 +3,28 @@
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
+use gateway_domain::ports::transaction;
 use gateway_domain::ports::{
     ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads,
     MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
     TaskRecord, TransactionRecord, TrustEdge, TrustReads,
 };
 
-use crate::conn::{Arg, Conn, Db};
+use crate::conn::{Arg, Conn, Db, Row};
 use crate::conn::{
     COOP_COLUMNS, CoopRow, MemberRow, NOTIFICATION_COLUMNS, NotificationRow, RateRow, TRANSACTION_COLUMNS,
     TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
     parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
 };
 use crate::conn::{PROPOSAL_COLUMNS, ProposalRow, domain_from_row, proposal_from_row};
-use crate::sqlite::SqliteDb;
+use crate::sqlite::Borrowed;
 use crate::{Backend, Store, db_error};
+use futures_util::FutureExt;
 
-/// A connection borrowed for one read: a SQLite connection used on this thread (given back
-/// when dropped), or a PostgreSQL pool's.
+/// A connection borrowed for one read: a SQLite connection used on this thread, or a
+/// PostgreSQL pool's.
 pub(crate) enum Reader<'s> {
-    Sqlite(&'s SqliteDb, Option<rusqlite::Connection>),
+    Sqlite(Borrowed<'s>),
     Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
 }
 
@@ -30,27 +32,35 @@ impl Reader<'_> {
     /// The statement handle over this connection (outside any transaction).
     pub(crate) fn conn(&mut self) -> Conn<'_> {
         match self {
-            Reader::Sqlite(_, db) => Conn::new(Db::Sqlite(db.as_mut().expect("held until dropped"))),
+            Reader::Sqlite(db) => Conn::new(Db::Sqlite(db.connection())),
             Reader::Postgres(pooled) => Conn::new(Db::Postgres(pooled)),
         }
     }
 }
 
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        if let Reader::Sqlite(sqlite, db) = self
-            && let Some(db) = db.take()
-        {
-            sqlite.give_back(db);
+impl Store {
+    /// A read without parameters that scans whole tables (the audits, the trust graph at
+    /// start): on SQLite it runs on a blocking thread, so a long scan never holds up requests.
+    async fn scan<R: Row + 'static>(&self, sql: &'static str) -> Result<Vec<R>, Error> {
+        match self.reader().await? {
+            Reader::Sqlite(mut db) => {
+                db.off_thread(move |db| {
+                    // Statements on SQLite never wait: the future is ready when first polled.
+                    Conn::new(Db::Sqlite(db))
+                        .fetch_all(sql, &[])
+                        .now_or_never()
+                        .unwrap_or_else(|| Err(Error::Internal("a SQLite read did not complete synchronously".into())))
+                })
+                .await?
+            }
+            mut postgres => postgres.conn().fetch_all(sql, &[]).await,
         }
     }
-}
 
-impl Store {
     /// Borrows a connection for a read.
     pub(crate) async fn reader(&self) -> Result<Reader<'_>, Error> {
         match &self.backend {
-            Backend::Sqlite(db) => Ok(Reader::Sqlite(db, Some(db.reader()?))),
+            Backend::Sqlite(db) => Ok(Reader::Sqlite(db.reader().await?)),
             Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(db_error)?)),
         }
     }
@@ -114,7 +124,12 @@ impl LedgerReads for Store {
     }
 
     async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
-        let rows: Vec<(String, String, i64)> = self.reader().await?.conn().fetch_all("SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances GROUP BY coop_id, currency ORDER BY coop_id, currency", args![]).await?;
+        let rows: Vec<(String, String, i64)> = self
+            .scan(
+                "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances \
+                 GROUP BY coop_id, currency ORDER BY coop_id, currency",
+            )
+            .await?;
         rows.into_iter()
             .map(|(c, cur, s)| Ok((parse_coop(&c)?, parse_currency(&cur)?, Amount::from_micros(s))))
             .collect()
@@ -145,15 +160,17 @@ impl LedgerReads for Store {
     }
 
     async fn unreconciled_accounts(&self) -> Result<u64, Error> {
-        let sql = format!(
-            "SELECT COUNT(*) FROM balances b LEFT JOIN \
-             (SELECT coop_id, account, currency, CAST(SUM(delta) AS BIGINT) AS expected FROM ({LEGS}) legs \
-              GROUP BY coop_id, account, currency) e \
-             ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
-             WHERE b.balance <> COALESCE(e.expected, 0)"
-        );
-        let count: i64 = self.reader().await?.conn().fetch_one(&sql, args![]).await?;
-        Ok(to_u64(count))
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            format!(
+                "SELECT COUNT(*) FROM balances b LEFT JOIN \
+                 (SELECT coop_id, account, currency, CAST(SUM(delta) AS BIGINT) AS expected FROM ({LEGS}) legs \
+                  GROUP BY coop_id, account, currency) e \
+                 ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
+                 WHERE b.balance <> COALESCE(e.expected, 0)"
+            )
+        });
+        let counts: Vec<i64> = self.scan(SQL.as_str()).await?;
+        Ok(to_u64(counts.first().copied().unwrap_or(0)))
     }
 }
 
@@ -263,12 +280,8 @@ impl NotificationReads for Store {
 #[async_trait]
 impl TrustReads for Store {
     async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error> {
-        let rows: Vec<(String, String, f64, i64)> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all("SELECT source, target, score, updated_at FROM trust_edges", args![])
-            .await?;
+        let rows: Vec<(String, String, f64, i64)> =
+            self.scan("SELECT source, target, score, updated_at FROM trust_edges").await?;
         rows.into_iter()
             .map(|(s, t, score, at)| {
                 Ok(TrustEdge { source: parse_did(&s)?, target: parse_did(&t)?, score, updated_at: to_u64(at) })
@@ -305,10 +318,8 @@ impl EventReads for Store {
     }
 
     async fn prune_events(&self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
-        let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
-                   (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
-        let deleted = self.reader().await?.conn().execute(sql, args![to_i64(older_than)?, to_i64(keep_last)?]).await?;
-        Ok(deleted)
+        // A delete is a write: it runs as a unit of work, on the writer.
+        transaction(self, move |tx| Box::pin(async move { tx.prune_events(keep_last, older_than).await })).await
     }
 
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {

@@ -2,22 +2,24 @@
 //!
 //! A statement on a page already in memory takes microseconds; sending it to another thread
 //! and waiting for the answer (as an async driver must) costs more than that in context
-//! switches. So the store keeps plain SQLite connections: the writer's own (moved to the writer
-//! thread), and idle read connections that a read borrows for the length of its statements on
-//! whichever thread runs it. sqlx is used only to bring the schema up to date when the store
-//! opens.
+//! switches. So the store keeps plain SQLite connections and runs statements on the thread that
+//! needs them.
 //!
-//! Both modes are one database shared by several connections: a file in WAL mode, or, in
-//! memory, SQLite's `memdb` database of a unique name, which every connection of this process
-//! that opens that name shares (with a rollback journal: a commit waits for running reads).
+//! - A file (WAL mode): the writer thread owns a connection; reads borrow idle connections from
+//!   a list (WAL readers never wait for the writer); a checkpointer thread has its own. sqlx
+//!   brings the schema up to date when the store opens.
+//! - In memory: one `:memory:` connection (every connection to `:memory:` is a database of its
+//!   own), behind an async mutex: the writer holds it for a group, a read for its statements,
+//!   and whoever waits for it waits without holding a thread. The embedded migrations are applied
+//!   to it directly.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gateway_core::Error;
 use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::conn::sqlite_error;
 
@@ -40,49 +42,114 @@ const WRITER_CHECKPOINT_PAGES: u32 = 10_000;
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Where the database is.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Location {
     File(PathBuf),
-    /// The name of a `memdb` database (`/gateway-<process>-<n>`).
-    Memory(String),
+    /// The in-memory database's one connection.
+    Memory(Arc<AsyncMutex<Connection>>),
 }
 
-/// A SQLite database: how to open its connections, and the idle read connections.
+/// A SQLite database: how to reach its connections, and a file's idle read connections.
 #[derive(Debug)]
 pub(crate) struct SqliteDb {
     location: Location,
     readers: Mutex<Vec<Connection>>,
-    /// Keeps an in-memory database alive while the store lives (it is freed with the last
-    /// connection to it).
-    _anchor: Option<Mutex<Connection>>,
+}
+
+/// The writer's connection.
+#[derive(Debug)]
+pub(crate) enum WriterConn {
+    /// A file's: the writer's alone.
+    Owned(Connection),
+    /// An in-memory database's one connection, shared with the reads.
+    Shared(Arc<AsyncMutex<Connection>>),
+}
+
+/// A connection borrowed for a read.
+#[derive(Debug)]
+pub(crate) enum Borrowed<'s> {
+    /// An idle connection of a file's list, given back when dropped.
+    Listed(&'s SqliteDb, Option<Connection>),
+    /// The in-memory database's one connection, held until dropped.
+    Shared(Option<OwnedMutexGuard<Connection>>),
+}
+
+impl Borrowed<'_> {
+    pub(crate) fn connection(&mut self) -> &mut Connection {
+        match self {
+            Borrowed::Listed(_, db) => db.as_mut().expect("held until dropped"),
+            Borrowed::Shared(db) => db.as_mut().expect("held until dropped"),
+        }
+    }
+
+    /// Runs `work` on the connection on a blocking thread, for statements that may take long
+    /// (scans of whole tables), so that they never hold up the async workers.
+    pub(crate) async fn off_thread<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let lost = |e: tokio::task::JoinError| Error::Internal(format!("a blocking read failed: {e}"));
+        match self {
+            Borrowed::Listed(_, slot) => {
+                let mut db = slot.take().expect("held until dropped");
+                let (db, out) = tokio::task::spawn_blocking(move || {
+                    let out = work(&mut db);
+                    (db, out)
+                })
+                .await
+                .map_err(lost)?;
+                *slot = Some(db);
+                Ok(out)
+            }
+            Borrowed::Shared(slot) => {
+                let mut db = slot.take().expect("held until dropped");
+                tokio::task::spawn_blocking(move || work(&mut db)).await.map_err(lost)
+            }
+        }
+    }
+}
+
+impl Drop for Borrowed<'_> {
+    fn drop(&mut self) {
+        if let Borrowed::Listed(sqlite, db) = self
+            && let Some(db) = db.take()
+        {
+            sqlite.give_back(db);
+        }
+    }
 }
 
 impl SqliteDb {
-    /// A database file (created if missing), in WAL mode.
+    /// A database file (created if missing), in WAL mode. Its schema is brought up to date by
+    /// the caller, through sqlx, before the first connection is used.
     pub(crate) fn file(path: PathBuf) -> Self {
-        Self { location: Location::File(path), readers: Mutex::new(Vec::new()), _anchor: None }
+        Self { location: Location::File(path), readers: Mutex::new(Vec::new()) }
     }
 
-    /// A new, empty in-memory database, alive until the returned value is dropped.
-    pub(crate) fn memory() -> Result<Self, Error> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!("/gateway-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let mut db = Self { location: Location::Memory(name), readers: Mutex::new(Vec::new()), _anchor: None };
-        db._anchor = Some(Mutex::new(db.connect()?));
-        Ok(db)
+    /// A new in-memory database with the current schema.
+    pub(crate) fn memory(migrations: &sqlx::migrate::Migrator) -> Result<Self, Error> {
+        let db = Connection::open_in_memory().map_err(sqlite_error)?;
+        set_up(&db)?;
+        for migration in migrations.iter() {
+            db.execute_batch(&migration.sql).map_err(sqlite_error)?;
+        }
+        Ok(Self { location: Location::Memory(Arc::new(AsyncMutex::new(db))), readers: Mutex::new(Vec::new()) })
     }
 
-    /// How sqlx opens the database to run the migrations.
-    pub(crate) fn migration_options(&self) -> sqlx::sqlite::SqliteConnectOptions {
+    /// How sqlx opens a database file to run the migrations (the same settings as [`Self::connect`]).
+    pub(crate) fn migration_options(&self) -> Option<sqlx::sqlite::SqliteConnectOptions> {
         use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-        let options = SqliteConnectOptions::new().foreign_keys(true).busy_timeout(BUSY_TIMEOUT);
         match &self.location {
-            Location::File(path) => options
-                .filename(path)
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Full),
-            Location::Memory(name) => options.filename(name).vfs("memdb"),
+            Location::File(path) => Some(
+                SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .foreign_keys(true)
+                    .busy_timeout(BUSY_TIMEOUT)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full),
+            ),
+            Location::Memory(_) => None,
         }
     }
 
@@ -90,25 +157,21 @@ impl SqliteDb {
         matches!(self.location, Location::File(_))
     }
 
-    /// Opens a new connection with the store's settings: foreign keys on; for a file, WAL and
-    /// `synchronous = FULL` (a commit is on disk before it returns).
-    fn connect(&self) -> Result<Connection, Error> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let db = match &self.location {
-            Location::File(path) => Connection::open_with_flags(path, flags),
-            Location::Memory(name) => Connection::open_with_flags_and_vfs(name, flags, "memdb"),
-        }
-        .map_err(sqlite_error)?;
+    /// Opens a new connection to a database file: WAL, `synchronous = FULL` (a commit is on
+    /// disk before it returns), foreign keys on.
+    fn connect(path: &PathBuf) -> Result<Connection, Error> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let db = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         db.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error)?;
-        db.pragma_update(None, "foreign_keys", true).map_err(sqlite_error)?;
-        if self.is_file() {
-            db.pragma_update(None, "journal_mode", "wal").map_err(sqlite_error)?;
-            db.pragma_update(None, "synchronous", "full").map_err(sqlite_error)?;
+        set_up(&db)?;
+        let mode: String = db.query_row("PRAGMA journal_mode = wal", [], |row| row.get(0)).map_err(sqlite_error)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::ServiceUnavailable(format!(
+                "{} cannot use a WAL (journal mode {mode})",
+                path.display()
+            )));
         }
-        db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        db.pragma_update(None, "synchronous", "full").map_err(sqlite_error)?;
         Ok(db)
     }
 
@@ -116,26 +179,36 @@ impl SqliteDb {
     /// database off the writer's thread, and the writer's own checkpoint (at
     /// [`WRITER_CHECKPOINT_PAGES`]) finishes the rest right after a commit, so that the WAL
     /// starts over instead of growing.
-    pub(crate) fn writer(&self) -> Result<Connection, Error> {
-        let db = self.connect()?;
-        if self.is_file() {
-            db.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES).map_err(sqlite_error)?;
+    pub(crate) fn writer(&self) -> Result<WriterConn, Error> {
+        match &self.location {
+            Location::File(path) => {
+                let db = Self::connect(path)?;
+                db.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES).map_err(sqlite_error)?;
+                Ok(WriterConn::Owned(db))
+            }
+            Location::Memory(shared) => Ok(WriterConn::Shared(shared.clone())),
         }
-        Ok(db)
     }
 
-    /// An idle read connection, or a new one.
-    pub(crate) fn reader(&self) -> Result<Connection, Error> {
-        let idle = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-        match idle {
-            Some(db) => Ok(db),
-            None => self.connect(),
+    /// A connection for a read: an idle one of a file's (or a new one), or the in-memory
+    /// database's one connection once it is free.
+    pub(crate) async fn reader(&self) -> Result<Borrowed<'_>, Error> {
+        match &self.location {
+            Location::File(path) => {
+                let idle = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+                let db = match idle {
+                    Some(db) => db,
+                    None => Self::connect(path)?,
+                };
+                Ok(Borrowed::Listed(self, Some(db)))
+            }
+            Location::Memory(shared) => Ok(Borrowed::Shared(Some(shared.clone().lock_owned().await))),
         }
     }
 
     /// Takes a read connection back for reuse (closing it when enough are idle). A connection
     /// left inside a transaction is closed, never reused.
-    pub(crate) fn give_back(&self, db: Connection) {
+    fn give_back(&self, db: Connection) {
         if !db.is_autocommit() {
             return;
         }
@@ -149,10 +222,8 @@ impl SqliteDb {
     /// passive checkpoint (which never blocks the writer or the readers) every
     /// [`CHECKPOINT_EVERY`], until `stop` is dropped.
     pub(crate) fn start_checkpointer(&self) -> Result<Option<std::sync::mpsc::Sender<()>>, Error> {
-        if !self.is_file() {
-            return Ok(None);
-        }
-        let db = self.connect()?;
+        let Location::File(path) = &self.location else { return Ok(None) };
+        let db = Self::connect(path)?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("store-checkpointer".into())
@@ -167,4 +238,11 @@ impl SqliteDb {
             .map_err(|e| Error::ServiceUnavailable(format!("cannot start the checkpointer: {e}")))?;
         Ok(Some(stop))
     }
+}
+
+/// Settings of every connection: foreign keys on, prepared statements kept.
+fn set_up(db: &Connection) -> Result<(), Error> {
+    db.pragma_update(None, "foreign_keys", true).map_err(sqlite_error)?;
+    db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
 }

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Db, sqlite_error};
 use crate::db_error;
+use crate::sqlite::WriterConn;
 
 /// Most jobs committed together.
 const MAX_GROUP: usize = 512;
@@ -44,12 +45,12 @@ impl Job {
     }
 }
 
-/// Starts the SQLite writer on its own thread, with its own connection and a single-threaded
-/// runtime to wait for jobs on. Every statement of a group runs synchronously on this thread;
-/// a job's future completes without waiting on anything else. The thread ends when every
-/// sender of `queue` is dropped.
+/// Starts the SQLite writer on its own thread, with a single-threaded runtime to wait for jobs
+/// (and, in memory, for the one connection) on. Every statement of a group runs synchronously
+/// on this thread; a job's future completes without waiting on anything else. The thread ends
+/// when every sender of `queue` is dropped.
 pub(crate) fn spawn_sqlite_writer(
-    mut db: rusqlite::Connection,
+    mut conn: WriterConn,
     mut queue: mpsc::Receiver<Job>,
     feed: broadcast::Sender<CoopSignal>,
 ) -> std::io::Result<()> {
@@ -59,12 +60,10 @@ pub(crate) fn spawn_sqlite_writer(
         .spawn(move || {
             runtime.block_on(async move {
                 while let Some(first) = queue.recv().await {
-                    run_group_on(&mut db, take_group(first, &mut queue), &feed).await;
-                    if !db.is_autocommit() {
-                        // A transaction that could not be ended: nothing more can be trusted to
-                        // commit on this connection.
-                        tracing::error!("the store writer's connection is stuck inside a transaction");
-                        let _ = exec(&db, "ROLLBACK");
+                    let group = take_group(first, &mut queue);
+                    match &mut conn {
+                        WriterConn::Owned(db) => run_group_on(db, group, &feed).await,
+                        WriterConn::Shared(shared) => run_group_on(&mut *shared.lock().await, group, &feed).await,
                     }
                 }
             })
@@ -89,6 +88,12 @@ fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
 }
 
 async fn run_group_on(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
+    if !db.is_autocommit() {
+        // An earlier group's transaction could not be ended (its jobs were answered with 503):
+        // try again before starting anew.
+        tracing::error!("the store writer's connection was left inside a transaction: rolling it back");
+        let _ = exec(db, "ROLLBACK");
+    }
     if let Err(err) = exec(db, "BEGIN IMMEDIATE") {
         return fail_all(group, &err);
     }

@@ -8,7 +8,7 @@ use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
 use gateway_domain::ledger::{Idempotency, PaymentRequest, StoredResponse};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::ports::{
-    EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, TrustReads, transaction,
+    EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, TrustEdge, TrustReads, transaction,
 };
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -445,6 +445,46 @@ proptest! {
     }
 }
 
+async fn upserts_tell_whether_the_row_existed(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    gateway_domain::StoreHealth::ping(f.store.as_ref()).await.expect("the store answers a ping");
+    let edge = |score| TrustEdge { source: did(1), target: did(2), score, updated_at: 1 };
+    let answers = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            Ok((
+                tx.upsert_edge(&edge(0.5)).await?,
+                tx.upsert_edge(&edge(0.7)).await?,
+                tx.upsert_vote("p1", &did(1), "for", 1).await?,
+                tx.upsert_vote("p1", &did(1), "against", 2).await?,
+            ))
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(answers, (false, true, false, true));
+}
+
+async fn pruning_keeps_each_coops_last_events(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 2).await;
+    for _ in 0..3 {
+        let pay = PaymentRequest {
+            from: did(0).to_string(),
+            to: did(1).to_string(),
+            amount: units(1),
+            currency: None,
+            memo: None,
+        };
+        f.ledger.pay(&coop, pay).await.unwrap();
+    }
+    let last = f.store.current_seq(&coop).await.unwrap();
+    assert!(last >= 4, "{last}");
+    let deleted = f.store.prune_events(2, u64::MAX / 2).await.unwrap();
+    assert_eq!(deleted, last - 2);
+    assert_eq!(f.store.oldest_seq(&coop).await.unwrap(), last - 1);
+    assert_eq!(f.store.current_seq(&coop).await.unwrap(), last);
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -460,6 +500,8 @@ macro_rules! conformance {
 }
 
 conformance!(
+    upserts_tell_whether_the_row_existed,
+    pruning_keeps_each_coops_last_events,
     coop_lifecycle,
     payments_events_and_notifications,
     idempotent_payments,
