@@ -61,7 +61,7 @@ fn limits_stands_alone_without_axum() {
 fn domain_knows_nothing_of_transport_or_sql() {
     let g = graph();
     assert_absent(&g, "gateway-domain", TRANSPORT, "the domain knows nothing of HTTP or WebSockets");
-    assert_absent(&g, "gateway-domain", &["sqlx", "redis"], "storage is reached through ports");
+    assert_absent(&g, "gateway-domain", &["sqlx", "rusqlite", "redis"], "storage is reached through ports");
     assert_absent(
         &g,
         "gateway-domain",
@@ -77,7 +77,7 @@ fn auth_knows_nothing_of_transport_or_storage() {
     assert_absent(
         &g,
         "gateway-auth",
-        &["sqlx", "gateway-domain", "gateway-store", "gateway-http", "gateway-ws"],
+        &["sqlx", "rusqlite", "gateway-domain", "gateway-store", "gateway-http", "gateway-ws"],
         "it sees membership through a trait",
     );
 }
@@ -99,7 +99,12 @@ fn only_the_transport_crates_know_the_wire() {
 fn transport_reaches_storage_only_through_the_domain() {
     let g = graph();
     for krate in ["gateway-http", "gateway-ws"] {
-        assert_absent(&g, krate, &["gateway-store", "sqlx", "gatewayd"], "handlers call domain ports, never SQL");
+        assert_absent(
+            &g,
+            krate,
+            &["gateway-store", "sqlx", "rusqlite", "gatewayd"],
+            "handlers call domain ports, never SQL",
+        );
     }
     assert_absent(
         &g,
