@@ -94,7 +94,7 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
 }
 
 pub(crate) enum Backend {
-    Sqlite(Box<SqliteDb>),
+    Sqlite(SqliteDb),
     Postgres(PgPool),
 }
 
@@ -141,12 +141,7 @@ impl Store {
                 let (sender, queue) = mpsc::channel(4096);
                 writer::spawn_sqlite_writer(db.writer().map_err(StoreError::Sqlite)?, queue, feed.clone())?;
                 let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
-                Ok(Self {
-                    backend: Backend::Sqlite(Box::new(db)),
-                    writer: Some(sender),
-                    feed,
-                    _checkpointer: checkpointer,
-                })
+                Ok(Self { backend: Backend::Sqlite(db), writer: Some(sender), feed, _checkpointer: checkpointer })
             }
             StoreSpec::Postgres(url) => {
                 let pool = PgPoolOptions::new()
@@ -196,7 +191,7 @@ impl StoreHealth for Store {
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        let answer: Result<bool, Error> = self.reader().await?.conn().fetch_one("SELECT 1 = 1", &[]).await;
+        let answer: Result<bool, Error> = self.read_one("SELECT 1 = 1", &[]).await;
         answer.map(|_| ()).map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
     }
 }
@@ -207,12 +202,8 @@ impl MembershipLookup for Store {
         // One round trip: the coop's existence and the member's role together.
         const SQL: &str = "SELECT c.id, m.role FROM coops c LEFT JOIN members m \
                            ON m.coop_id = c.id AND m.did = $2 WHERE c.id = $1";
-        let row: Option<(String, Option<String>)> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_optional(SQL, &[Arg::from(coop.as_str()), Arg::from(did.as_str())])
-            .await?;
+        let row: Option<(String, Option<String>)> =
+            self.read_optional(SQL, &[Arg::from(coop.as_str()), Arg::from(did.as_str())]).await?;
         Ok(match row {
             None => Membership::NoSuchCoop,
             Some((_, None)) => Membership::NotMember,

@@ -57,6 +57,21 @@ impl Store {
         }
     }
 
+    /// Every row of a read.
+    pub(crate) async fn read_all<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
+        self.reader().await?.conn().fetch_all(sql, args).await
+    }
+
+    /// The first row of a read, if any.
+    pub(crate) async fn read_optional<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
+        self.reader().await?.conn().fetch_optional(sql, args).await
+    }
+
+    /// The first row of a read that always returns one.
+    pub(crate) async fn read_one<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<R, Error> {
+        self.reader().await?.conn().fetch_one(sql, args).await
+    }
+
     /// Borrows a connection for a read.
     pub(crate) async fn reader(&self) -> Result<Reader<'_>, Error> {
         match &self.backend {
@@ -86,8 +101,7 @@ impl LedgerReads for Store {
             "SELECT {COOP_COLUMNS}, b.currency, b.balance FROM coops c \
              LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency"
         );
-        let rows: Vec<CoopBalanceRow> =
-            self.reader().await?.conn().fetch_all(&sql, args![coop.as_str(), account]).await?;
+        let rows: Vec<CoopBalanceRow> = self.read_all(&sql, args![coop.as_str(), account]).await?;
         let mut record = None;
         let mut balances = Vec::with_capacity(rows.len());
         for (a, b, c, d, e, f, g, h, i, j, k, l, currency, balance) in rows {
@@ -111,14 +125,9 @@ impl LedgerReads for Store {
         let count = format!("SELECT COUNT(*) FROM transactions WHERE {filter}");
         let account = q.account.as_deref();
         let currency = q.currency.as_ref().map(Currency::as_str);
-        let rows: Vec<TransactionRow> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all(&list, args![q.coop.as_str(), account, currency, limit, offset])
-            .await?;
-        let total: i64 =
-            self.reader().await?.conn().fetch_one(&count, args![q.coop.as_str(), account, currency]).await?;
+        let rows: Vec<TransactionRow> =
+            self.read_all(&list, args![q.coop.as_str(), account, currency, limit, offset]).await?;
+        let total: i64 = self.read_one(&count, args![q.coop.as_str(), account, currency]).await?;
         let items = rows.into_iter().map(transaction_from_row).collect::<Result<_, _>>()?;
         Ok((items, to_u64(total)))
     }
@@ -136,22 +145,15 @@ impl LedgerReads for Store {
     }
 
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
-        let row: Option<RateRow> = self.reader().await?.conn().fetch_optional("SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3", args![coop.as_str(), from.as_str(), to.as_str()]).await?;
+        let row: Option<RateRow> = self.read_optional("SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3", args![coop.as_str(), from.as_str(), to.as_str()]).await?;
         row.map(rate_from_row).transpose()
     }
 
     async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
-        let count: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one("SELECT COUNT(*) FROM transactions WHERE coop_id = $1", args![coop.as_str()])
-            .await?;
+        let count: i64 =
+            self.read_one("SELECT COUNT(*) FROM transactions WHERE coop_id = $1", args![coop.as_str()]).await?;
         let currencies: Vec<String> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all(
+            .read_all(
                 "SELECT DISTINCT currency FROM balances WHERE coop_id = $1 ORDER BY currency",
                 args![coop.as_str()],
             )
@@ -186,7 +188,7 @@ const LEGS: &str = "SELECT coop_id, from_account AS account, currency, -amount A
 impl CoopReads for Store {
     async fn coop(&self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
         let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
-        let row: Option<CoopRow> = self.reader().await?.conn().fetch_optional(&sql, args![id.as_str()]).await?;
+        let row: Option<CoopRow> = self.read_optional(&sql, args![id.as_str()]).await?;
         row.map(coop_from_row).transpose()
     }
 
@@ -196,35 +198,21 @@ impl CoopReads for Store {
             "SELECT {COOP_COLUMNS} FROM coops c JOIN members me ON me.coop_id = c.id AND me.did = $1 \
              ORDER BY c.id LIMIT $2 OFFSET $3"
         );
-        let rows: Vec<CoopRow> =
-            self.reader().await?.conn().fetch_all(&sql, args![did.as_str(), limit, offset]).await?;
-        let total: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one("SELECT COUNT(*) FROM members WHERE did = $1", args![did.as_str()])
-            .await?;
+        let rows: Vec<CoopRow> = self.read_all(&sql, args![did.as_str(), limit, offset]).await?;
+        let total: i64 = self.read_one("SELECT COUNT(*) FROM members WHERE did = $1", args![did.as_str()]).await?;
         Ok((rows.into_iter().map(coop_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn members(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<MemberRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        let rows: Vec<MemberRow> = self.reader().await?.conn().fetch_all("SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3", args![coop.as_str(), limit, offset]).await?;
-        let total: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one("SELECT COUNT(*) FROM members WHERE coop_id = $1", args![coop.as_str()])
-            .await?;
+        let rows: Vec<MemberRow> = self.read_all("SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3", args![coop.as_str(), limit, offset]).await?;
+        let total: i64 = self.read_one("SELECT COUNT(*) FROM members WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok((rows.into_iter().map(member_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn member(&self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
         let row: Option<MemberRow> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_optional(
+            .read_optional(
                 "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2",
                 args![coop.as_str(), did.as_str()],
             )
@@ -246,19 +234,12 @@ impl NotificationReads for Store {
         let list = format!(
             "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3"
         );
-        let rows: Vec<NotificationRow> =
-            self.reader().await?.conn().fetch_all(&list, args![recipient.as_str(), limit, offset]).await?;
+        let rows: Vec<NotificationRow> = self.read_all(&list, args![recipient.as_str(), limit, offset]).await?;
         let total: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"), args![recipient.as_str()])
+            .read_one(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"), args![recipient.as_str()])
             .await?;
         let unread: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one(
+            .read_one(
                 "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL",
                 args![recipient.as_str()],
             )
@@ -267,12 +248,7 @@ impl NotificationReads for Store {
     }
 
     async fn pending_notification_fanouts(&self) -> Result<bool, Error> {
-        let pending: bool = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one("SELECT EXISTS (SELECT 1 FROM notification_fanouts)", args![])
-            .await?;
+        let pending: bool = self.read_one("SELECT EXISTS (SELECT 1 FROM notification_fanouts)", args![]).await?;
         Ok(pending)
     }
 }
@@ -293,7 +269,7 @@ impl TrustReads for Store {
 #[async_trait]
 impl EventReads for Store {
     async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
-        let rows: Vec<(i64, String, i64, String)> = self.reader().await?.conn().fetch_all("SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", args![coop.as_str(), to_i64(after)?, i64::from(limit)]).await?;
+        let rows: Vec<(i64, String, i64, String)> = self.read_all("SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", args![coop.as_str(), to_i64(after)?, i64::from(limit)]).await?;
         rows.into_iter()
             .map(|(seq, event_type, ts, data)| {
                 Ok(EventRecord {
@@ -308,12 +284,8 @@ impl EventReads for Store {
     }
 
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_optional("SELECT seq FROM event_counters WHERE coop_id = $1", args![coop.as_str()])
-            .await?;
+        let seq: Option<i64> =
+            self.read_optional("SELECT seq FROM event_counters WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 
@@ -323,12 +295,8 @@ impl EventReads for Store {
     }
 
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one("SELECT MIN(seq) FROM events WHERE coop_id = $1", args![coop.as_str()])
-            .await?;
+        let seq: Option<i64> =
+            self.read_one("SELECT MIN(seq) FROM events WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 }
@@ -336,7 +304,7 @@ impl EventReads for Store {
 #[async_trait]
 impl GovReads for Store {
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<crate::conn::DomainRow> = self.reader().await?.conn().fetch_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
+        let rows: Vec<crate::conn::DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
         rows.into_iter().map(domain_from_row).collect()
     }
 
@@ -346,37 +314,27 @@ impl GovReads for Store {
         let list =
             format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5");
         let rows: Vec<ProposalRow> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref(), limit, offset])
+            .read_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref(), limit, offset])
             .await?;
         let count = format!("SELECT COUNT(*) FROM proposals WHERE {filter}");
-        let total: i64 = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_one(&count, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref()])
-            .await?;
+        let total: i64 =
+            self.read_one(&count, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref()]).await?;
         Ok((rows.into_iter().map(proposal_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn proposal_counts(&self, coop: &CoopId) -> Result<(u64, u64), Error> {
-        let (all, open): (i64, i64) = self.reader().await?.conn().fetch_one("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1", args![coop.as_str()]).await?;
+        let (all, open): (i64, i64) = self.read_one("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok((to_u64(all), to_u64(open)))
     }
 
     async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = self.reader().await?.conn().fetch_all("SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500", args![to_i64(now)?]).await?;
+        let rows: Vec<(String, String)> = self.read_all("SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500", args![to_i64(now)?]).await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
     async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<serde_json::Value>, Error> {
         let body: Option<String> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_optional(
+            .read_optional(
                 "SELECT body FROM receipts WHERE coop_id = $1 AND proposal_id = $2",
                 args![coop.as_str(), proposal_id],
             )
@@ -386,10 +344,7 @@ impl GovReads for Store {
 
     async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error> {
         let rows: Vec<(String, String, i64, Option<i64>)> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all(
+            .read_all(
                 "SELECT public_key, did, valid_from, valid_until FROM signing_keys ORDER BY valid_from, public_key",
                 args![],
             )
@@ -426,19 +381,15 @@ impl ComputeReads for Store {
             "SELECT {} FROM compute_tasks WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3",
             crate::conn::TASK_COLUMNS
         );
-        let rows: Vec<crate::conn::TaskRow> =
-            self.reader().await?.conn().fetch_all(&sql, args![coop.as_str(), limit, offset]).await?;
+        let rows: Vec<crate::conn::TaskRow> = self.read_all(&sql, args![coop.as_str(), limit, offset]).await?;
         let count = format!("SELECT COUNT(*) FROM compute_tasks WHERE {filter}");
-        let total: i64 = self.reader().await?.conn().fetch_one(&count, args![coop.as_str()]).await?;
+        let total: i64 = self.read_one(&count, args![coop.as_str()]).await?;
         Ok((rows.into_iter().map(crate::conn::task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
         let rows: Vec<(String, String)> = self
-            .reader()
-            .await?
-            .conn()
-            .fetch_all(
+            .read_all(
                 "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
              ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1",
                 args![i64::from(limit)],
@@ -448,7 +399,7 @@ impl ComputeReads for Store {
     }
 
     async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = self.reader().await?.conn().fetch_all("SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500", args![to_i64(now)?]).await?;
+        let rows: Vec<(String, String)> = self.read_all("SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500", args![to_i64(now)?]).await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 }

@@ -13,7 +13,7 @@
 //!   and whoever waits for it waits without holding a thread. The embedded migrations are applied
 //!   to it directly.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -159,7 +159,7 @@ impl SqliteDb {
 
     /// Opens a new connection to a database file: WAL, `synchronous = FULL` (a commit is on
     /// disk before it returns), foreign keys on.
-    fn connect(path: &PathBuf) -> Result<Connection, Error> {
+    fn connect(path: &Path) -> Result<Connection, Error> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let db = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         db.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error)?;

@@ -1,7 +1,7 @@
 //! Running units of work: group commit on SQLite, one transaction per job on PostgreSQL.
 //!
 //! SQLite has one writer at a time and each durable commit costs an fsync, so a single writer
-//! task takes every job waiting in its queue, runs each inside its own savepoint of one
+//! thread takes every job waiting in its queue, runs each inside its own savepoint of one
 //! transaction (a failing job rolls back only its own writes), commits once, and only then
 //! answers every job of the batch: one fsync for many acknowledged writes. PostgreSQL runs jobs
 //! concurrently, each in its own transaction; its row locks (taken in a fixed order by the
@@ -62,8 +62,8 @@ pub(crate) fn spawn_sqlite_writer(
                 while let Some(first) = queue.recv().await {
                     let group = take_group(first, &mut queue);
                     match &mut conn {
-                        WriterConn::Owned(db) => run_group_on(db, group, &feed).await,
-                        WriterConn::Shared(shared) => run_group_on(&mut *shared.lock().await, group, &feed).await,
+                        WriterConn::Owned(db) => run_group(db, group, &feed).await,
+                        WriterConn::Shared(shared) => run_group(&mut *shared.lock().await, group, &feed).await,
                     }
                 }
             })
@@ -83,11 +83,13 @@ fn take_group(first: Job, queue: &mut mpsc::Receiver<Job>) -> Vec<Job> {
     group
 }
 
+/// Runs one of the writer's transaction statements (prepared once, like the jobs' statements:
+/// three of them run for every job).
 fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
-    db.execute_batch(sql).map_err(sqlite_error)
+    db.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(|_| ()).map_err(sqlite_error)
 }
 
-async fn run_group_on(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
+async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
     if !db.is_autocommit() {
         // An earlier group's transaction could not be ended (its jobs were answered with 503):
         // try again before starting anew.
