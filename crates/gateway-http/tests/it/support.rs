@@ -24,6 +24,36 @@ pub struct TestApp {
     pub state: AppState,
     pub clock: ManualClock,
     pub limiter_clock: gateway_limits::ManualClock,
+    /// Which store the gateway runs on.
+    pub backend: Backend,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The stores a rule that touches storage is tested on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    SqliteFile,
+    Postgres,
+}
+
+pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
+
+/// A fresh PostgreSQL schema's URL, or `None` (said loudly) when the variable is unset. A set
+/// variable with an unreachable server fails the test.
+pub async fn postgres_url() -> Option<String> {
+    let Ok(url) = std::env::var(POSTGRES_VAR) else {
+        eprintln!("{POSTGRES_VAR} is not set: SKIPPING the PostgreSQL run of this test");
+        return None;
+    };
+    let schema = format!("h_{}", gateway_domain::events::new_id());
+    let pool = sqlx::PgPool::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
+    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
+    pool.close().await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
 }
 
 pub struct Response {
@@ -74,9 +104,58 @@ impl TestApp {
         anchors: Vec<Did>,
         receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
     ) -> Self {
+        Self::assemble(Backend::Memory, open_enrollment, cors, trust_default, anchors, receipt_keys).await.unwrap()
+    }
+
+    /// The default test gateway (members-only enrollment, trust 0.9) on each store: memory,
+    /// a SQLite file and PostgreSQL (when `GATEWAY_TEST_POSTGRES_URL` is set).
+    pub async fn every_store() -> Vec<TestApp> {
+        Self::every_store_with(false, 0.9, vec![]).await
+    }
+
+    /// [`TestApp::every_store`] with the enrollment mode and trust settings given.
+    pub async fn every_store_with(open_enrollment: bool, trust_default: f64, anchors: Vec<Did>) -> Vec<TestApp> {
+        let mut apps = Vec::new();
+        for backend in [Backend::Memory, Backend::SqliteFile, Backend::Postgres] {
+            let keys = Arc::new(gateway_domain::governance::MemoryReceiptKeys::new(SigningKey::from_bytes(&[77; 32])));
+            if let Some(app) = Self::assemble(
+                backend,
+                open_enrollment,
+                CorsMode::Development,
+                trust_default,
+                anchors.clone(),
+                keys,
+            )
+            .await
+            {
+                apps.push(app);
+            }
+        }
+        apps
+    }
+
+    async fn assemble(
+        backend: Backend,
+        open_enrollment: bool,
+        cors: CorsMode,
+        trust_default: f64,
+        anchors: Vec<Did>,
+        receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
+    ) -> Option<Self> {
         let clock = ManualClock::at_secs(START);
         let limiter_clock = gateway_limits::ManualClock::new();
-        let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
+        let mut dir = None;
+        let spec = match backend {
+            Backend::Memory => StoreSpec::Memory,
+            Backend::SqliteFile => {
+                let d = tempfile::tempdir().unwrap();
+                let spec = StoreSpec::SqliteFile(d.path().join("gw.db").display().to_string());
+                dir = Some(d);
+                spec
+            }
+            Backend::Postgres => StoreSpec::Postgres(postgres_url().await?),
+        };
+        let store = Arc::new(Store::open(&spec).await.unwrap());
         let options = AssembleOptions {
             token: TokenConfig::with_secret(SECRET),
             challenge_ttl_secs: 300,
@@ -91,7 +170,7 @@ impl TestApp {
             receipt_keys,
         };
         let state = gateway_http::state::assemble(store, options).await.unwrap();
-        Self { router: gateway_http::router(state.clone()), state, clock, limiter_clock }
+        Some(Self { router: gateway_http::router(state.clone()), state, clock, limiter_clock, backend, _dir: dir })
     }
 
     pub async fn send(&self, request: Request<Body>) -> Response {
