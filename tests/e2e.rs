@@ -233,17 +233,14 @@ async fn a_cooperative_day_end_to_end() {
         })
         .await
         .unwrap();
-    let mut budget = NewProposal::text("kitchen", "New oven", "Pay bob for the oven he bought");
+    // A budget acts on the coop, so it is decided by all members, in the built-in `coop` domain.
+    let mut budget = NewProposal::text("coop", "New oven", "Pay bob for the oven he bought");
     budget.payload = Some(json!({ "type": "budget", "to": bob.did().as_str(), "amount": 100 }));
     let proposal = alice.client.create_proposal(&budget).await.unwrap();
     alice.client.open_proposal(&proposal.id).await.unwrap();
     carol
         .client
-        .delegate(&NewDelegation {
-            delegate: alice.did().to_string(),
-            scope: "domain:kitchen".into(),
-            expires_at: None,
-        })
+        .delegate(&NewDelegation { delegate: alice.did().to_string(), scope: "domain:coop".into(), expires_at: None })
         .await
         .unwrap();
     alice.client.vote(&proposal.id, VoteChoice::For).await.unwrap();
@@ -358,4 +355,164 @@ async fn the_event_stream_survives_a_gateway_restart() {
     assert_eq!(seqs, (current_seq + 1..=current_seq + 4).collect::<Vec<_>>(), "in order, none lost, none twice");
     assert!(seen.iter().all(|(_, kind)| kind == "PaymentCreated"), "{seen:?}");
     drop(gateway);
+}
+
+/// One member's session over plain HTTP, the way any client would speak to the gateway.
+struct Raw {
+    http: reqwest::Client,
+    url: String,
+    key: ed25519_dalek::SigningKey,
+    did: String,
+    token: String,
+}
+
+impl Raw {
+    fn new(url: &str, seed: u8) -> Self {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+        let public = gateway_core::Ed25519PublicKey(key.verifying_key().to_bytes());
+        let did = gateway_core::Did::key_from_public_key(&public).to_string();
+        // reqwest is built without a TLS provider of its own (the SDK passes one explicitly):
+        // this plain-HTTP client uses the process default, ring, as the rest of the workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Raw { http: reqwest::Client::new(), url: url.to_owned(), key, did, token: String::new() }
+    }
+
+    /// Logs in for `coop` with `scopes`; returns the verify answer's status and body.
+    async fn login(&mut self, coop: &str, scopes: &[&str]) -> (u16, serde_json::Value) {
+        use ed25519_dalek::Signer;
+        let (_, challenge) =
+            self.call(reqwest::Method::POST, "/v1/auth/challenge", Some(json!({ "did": self.did }))).await;
+        let nonce = challenge["nonce"].as_str().expect("a nonce");
+        let signature = hex::encode(self.key.sign(nonce.as_bytes()).to_bytes());
+        let body = json!({ "did": self.did, "signature": signature, "coop_id": coop, "scopes": scopes });
+        let (status, answer) = self.call(reqwest::Method::POST, "/v1/auth/verify", Some(body)).await;
+        if status == 200 {
+            self.token = answer["token"].as_str().unwrap().to_owned();
+        }
+        (status, answer)
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if !self.token.is_empty() {
+            request = request.bearer_auth(&self.token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.call(reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+}
+
+/// Asserts a refusal: its status, its code and, for 403s, the machine reason or for 400s the
+/// field at fault.
+fn refused(step: &str, (status, body): (u16, serde_json::Value), expected: u16, detail: &str) {
+    assert_eq!(status, expected, "{step} must be refused with {expected}: {body}");
+    let details = &body["details"];
+    let named = details["reason"] == detail
+        || details["fields"].get(detail).is_some()
+        || details["refused_scopes"].as_array().is_some_and(|s| s.iter().any(|x| x == detail))
+        || details["required_scopes"].as_array().is_some_and(|s| s.iter().any(|x| x == detail));
+    assert!(named, "{step}: expected {detail} in the details: {body}");
+}
+
+/// The takeover an ordinary member tried before authority was fixed (a domain of their own, a
+/// budget paying themselves from the treasury, a second key of theirs as admin, the real admin
+/// demoted and removed, the receipt key rotated), replayed over real HTTP: every step refused,
+/// and the coop unchanged afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_cannot_take_over_the_cooperative() {
+    let dir = tempfile::tempdir().unwrap();
+    init_keystore(dir.path());
+    let mut admin = Raw::new("", 1);
+    let gateway = Gateway::start(dir.path(), "127.0.0.1:0", &admin.did);
+    admin.url = gateway.url.clone();
+    let coop = "bakery";
+    assert_eq!(admin.login(coop, &["coop:read", "coop:write"]).await.0, 200);
+    let (created, body) = admin.post("/v1/coops", json!({ "name": "Bakery", "coop_type": "worker" })).await;
+    assert_eq!(created, 201, "{body}");
+    assert_eq!(admin.login(coop, &Scope::ALL.map(|s| s.as_str())).await.0, 200);
+    let (mut mallory, honest) = (Raw::new(&gateway.url, 66), [Raw::new(&gateway.url, 2), Raw::new(&gateway.url, 3)]);
+    let second_key = Raw::new(&gateway.url, 67);
+    for did in [&mallory.did, &honest[0].did, &honest[1].did] {
+        assert_eq!(admin.post(&format!("/v1/coops/{coop}/members"), json!({ "did": did })).await.0, 201);
+    }
+    // Mallory is trusted (she may make proposals) and sits alone in a small domain.
+    assert_eq!(admin.post("/v1/trust/edges", json!({ "target_did": mallory.did, "score": 0.9 })).await.0, 201);
+    let kitchen = json!({ "domain_id": "kitchen", "name": "Kitchen", "members": [mallory.did] });
+    assert_eq!(admin.post("/v1/gov/domains", kitchen).await.0, 201);
+
+    // Asking for the admin's scopes.
+    refused("coop:write for a member", mallory.login(coop, &["coop:write"]).await, 403, "coop:write");
+    assert_eq!(mallory.login(coop, &MEMBER_SCOPES.map(|s| s.as_str())).await.0, 200);
+    // A domain of her own, or the coop's domain narrowed to her.
+    let mine = json!({ "domain_id": "mine", "name": "Mine", "members": [mallory.did] });
+    refused("a domain of her own", mallory.post("/v1/gov/domains", mine).await, 403, "admin_only");
+    let narrow = mallory.call(reqwest::Method::PUT, "/v1/gov/domains/coop", Some(json!({ "members": [mallory.did] })));
+    refused("narrowing the coop domain", narrow.await, 403, "admin_only");
+    // Effects on the coop from the domain where she decides alone.
+    for (step, payload) in [
+        ("a budget paying herself", json!({ "type": "budget", "to": mallory.did, "amount": 1_000_000_000_000u64 })),
+        (
+            "her second key as admin",
+            json!({ "type": "membership", "action": "add", "did": second_key.did, "role": "admin" }),
+        ),
+        ("the admin removed", json!({ "type": "membership", "action": "remove", "did": admin.did })),
+        ("the receipt key rotated", json!({ "type": "signing_key_rotation" })),
+        ("a credit limit for herself", json!({ "type": "settings", "settings": { "credit_limit": -1_000_000_000 } })),
+    ] {
+        let body = json!({ "domain_id": "kitchen", "title": step, "payload": payload, "voting_duration_secs": 1 });
+        refused(step, mallory.post("/v1/gov/proposals", body).await, 400, "payload");
+    }
+    // In the coop domain every member votes: alone she reaches no quorum.
+    let budget = json!({ "type": "budget", "to": mallory.did, "amount": 1_000_000_000_000u64 });
+    let body = json!({ "domain_id": "coop", "title": "for me", "payload": budget, "voting_duration_secs": 1 });
+    let (status, proposal) = mallory.post("/v1/gov/proposals", body).await;
+    assert_eq!(status, 201, "{proposal}");
+    let id = proposal["id"].as_str().unwrap();
+    assert_eq!(mallory.post(&format!("/v1/gov/proposals/{id}/open"), json!({})).await.0, 200);
+    assert_eq!(mallory.post(&format!("/v1/gov/proposals/{id}/vote"), json!({ "choice": "for" })).await.0, 200);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (status, closed) = mallory.post(&format!("/v1/gov/proposals/{id}/close"), json!({})).await;
+    assert_eq!((status, closed["outcome"].as_str()), (200, Some("NoQuorum")), "{closed}");
+    assert_eq!(closed["effect"], serde_json::Value::Null, "nothing was applied: {closed}");
+    // The admin's role and membership through the member routes.
+    let (role, member) =
+        (format!("/v1/coops/{coop}/members/{}/role", admin.did), format!("/v1/coops/{coop}/members/{}", admin.did));
+    let demote = mallory.call(reqwest::Method::PUT, &role, Some(json!({ "role": "member" }))).await;
+    refused("demoting the admin", demote, 403, "coop:write");
+    refused("removing the admin", mallory.call(reqwest::Method::DELETE, &member, None).await, 403, "coop:write");
+
+    // Afterwards: the same members and roles, an untouched treasury, no second key inside.
+    let members = admin.get(&format!("/v1/coops/{coop}/members")).await;
+    let roles: Vec<(String, String)> = members["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["did"].as_str().unwrap().to_owned(), m["role"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(roles.len(), 4, "{members}");
+    assert!(roles.contains(&(admin.did.clone(), "admin".to_owned())), "{members}");
+    assert!(roles.iter().all(|(did, role)| did == &admin.did || role == "member"), "{members}");
+    let treasury = admin.get(&format!("/v1/ledger/{coop}/balance/coop:{coop}:treasury")).await;
+    assert_eq!(treasury["balance"], json!(0), "{treasury}");
+    let mut second_key = second_key;
+    refused("the second key logging in", second_key.login(coop, &["coop:read"]).await, 403, "coop:read");
 }

@@ -251,6 +251,12 @@ impl Error {
         }
     }
 
+    /// An authorization failure whose `details.reason` is a machine code (`admin_only`,
+    /// `not_a_domain_member`, `identity_only`, …), with a human message beside it.
+    pub fn denied(reason: &'static str, message: impl Into<String>) -> Self {
+        Error::AuthorizationFailed { message: message.into(), detail: AuthorizationDetail::Reason(reason.to_owned()) }
+    }
+
     /// A conflict with a reason.
     pub fn conflict(reason: impl Into<String>) -> Self {
         Error::Conflict { reason: reason.into() }

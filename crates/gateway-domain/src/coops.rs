@@ -11,8 +11,12 @@ use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest, Rol
 use serde_json::json;
 
 use crate::events::{CoopEventType, emit};
+use crate::governance::COOP_DOMAIN;
 use crate::notifications::{Note, notify};
-use crate::ports::{CoopReads, CoopRecord, CoopSettings, LedgerReads, MemberRecord, Transactor, Tx, transaction};
+use crate::ports::{
+    CoopReads, CoopRecord, CoopSettings, DomainRecord, LedgerReads, MemberRecord, MembershipObserver, Transactor, Tx,
+    transaction,
+};
 
 /// A request to create a coop.
 #[derive(Debug, Clone)]
@@ -28,7 +32,7 @@ pub struct NewCoop {
 }
 
 /// A partial settings update: `None` keeps the current value.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SettingsPatch {
     /// New default currency.
     pub default_currency: Option<Currency>,
@@ -40,6 +44,200 @@ pub struct SettingsPatch {
     pub conversion_fee_ppm: Option<u32>,
     /// New quorum percent.
     pub quorum_percent: Option<u32>,
+}
+
+impl SettingsPatch {
+    /// The wire names of the settings, as `PUT /v1/coops/{id}/settings` takes them.
+    pub const KEYS: [&'static str; 5] =
+        ["default_currency", "credit_limit", "high_value_threshold", "conversion_fee_percent", "quorum_percent"];
+
+    /// Parses and validates the wire form: the body of `PUT /v1/coops/{id}/settings` and the
+    /// `settings` of a settings proposal go through this one function. Absent and `null` fields
+    /// keep their value; other keys are ignored (the proposal path refuses them itself); a bad
+    /// value is 400 naming its field.
+    pub fn from_wire(map: &serde_json::Map<String, serde_json::Value>) -> Result<Self, Error> {
+        let field = |name: &str| map.get(name).filter(|v| !v.is_null());
+        let amount = |name: &str| -> Result<Option<Amount>, Error> {
+            field(name)
+                .map(|v| {
+                    if !v.is_number() {
+                        return Err(Error::bad_request_field(name, format!("{name} must be a JSON number")));
+                    }
+                    Amount::parse_decimal(&v.to_string())
+                        .map_err(|e| Error::bad_request_field(name, format!("{name}: {e}")))
+                })
+                .transpose()
+        };
+        let default_currency = field("default_currency")
+            .map(|v| {
+                let text = v
+                    .as_str()
+                    .ok_or_else(|| Error::bad_request_field("default_currency", "default_currency must be a string"))?;
+                Currency::parse(text)
+                    .map_err(|e| Error::bad_request_field("default_currency", format!("default_currency: {e}")))
+            })
+            .transpose()?;
+        let conversion_fee_ppm = amount("conversion_fee_percent")?
+            .map(|percent| {
+                // percent × 10^4 = ppm; Amount micros = percent × 10^6, so ppm = micros / 100.
+                let micros = percent.micros();
+                if micros < 0 || micros % 100 != 0 || micros > 100_000_000 {
+                    return Err(Error::bad_request_field(
+                        "conversion_fee_percent",
+                        "conversion_fee_percent is 0 to 100 with at most 4 decimals",
+                    ));
+                }
+                Ok(u32::try_from(micros / 100).unwrap_or(u32::MAX))
+            })
+            .transpose()?;
+        let quorum_percent = field("quorum_percent")
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|q| u32::try_from(q).ok())
+                    .ok_or_else(|| Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"))
+            })
+            .transpose()?;
+        let patch = SettingsPatch {
+            default_currency,
+            credit_limit: amount("credit_limit")?,
+            high_value_threshold: amount("high_value_threshold")?,
+            conversion_fee_ppm,
+            quorum_percent,
+        };
+        patch.validate()?;
+        Ok(patch)
+    }
+
+    /// The rules every settings change obeys, whoever makes it.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.credit_limit.is_some_and(|l| l.micros() > 0) {
+            return Err(Error::bad_request_field("credit_limit", "credit_limit is a floor: zero or negative"));
+        }
+        if self.high_value_threshold.is_some_and(|t| t.micros() <= 0) {
+            return Err(Error::bad_request_field("high_value_threshold", "high_value_threshold must be positive"));
+        }
+        if self.quorum_percent.is_some_and(|q| q > 100) {
+            return Err(Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"));
+        }
+        if self.conversion_fee_ppm.is_some_and(|f| f > 1_000_000) {
+            return Err(Error::bad_request_field("conversion_fee_percent", "conversion_fee_percent is 0 to 100"));
+        }
+        Ok(())
+    }
+
+    /// The wire form of the fields it changes.
+    pub fn to_wire(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        let mut put = |key: &str, value: serde_json::Value| {
+            map.insert(key.to_owned(), value);
+        };
+        if let Some(c) = &self.default_currency {
+            put("default_currency", c.as_str().into());
+        }
+        if let Some(l) = self.credit_limit {
+            put("credit_limit", json!(l));
+        }
+        if let Some(t) = self.high_value_threshold {
+            put("high_value_threshold", json!(t));
+        }
+        if let Some(f) = self.conversion_fee_ppm {
+            put("conversion_fee_percent", json!(fee_percent(f)));
+        }
+        if let Some(q) = self.quorum_percent {
+            put("quorum_percent", q.into());
+        }
+        map
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.to_wire().is_empty()
+    }
+
+    /// The settings after the change.
+    pub fn apply(&self, mut settings: CoopSettings) -> CoopSettings {
+        if let Some(v) = &self.default_currency {
+            settings.default_currency = v.clone();
+        }
+        if let Some(v) = self.credit_limit {
+            settings.credit_limit = v;
+        }
+        if let Some(v) = self.high_value_threshold {
+            settings.high_value_threshold = v;
+        }
+        if let Some(v) = self.conversion_fee_ppm {
+            settings.conversion_fee_ppm = v;
+        }
+        if let Some(v) = self.quorum_percent {
+            settings.quorum_percent = v;
+        }
+        settings
+    }
+}
+
+/// The built-in domain of a coop as stored: its members are not stored, they are the coop's.
+pub fn coop_domain(coop: &CoopId, now: u64) -> DomainRecord {
+    DomainRecord {
+        coop_id: coop.clone(),
+        domain_id: COOP_DOMAIN.to_owned(),
+        name: "All members".to_owned(),
+        members: Vec::new(),
+        quorum_percent: None,
+        rule: None,
+        created_at: now,
+    }
+}
+
+/// Adds a member in the transaction (409 if already one), emits `MemberAdded` and tells them.
+pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord, now: u64) -> Result<(), Error> {
+    let record = require_coop(tx, coop).await?;
+    if tx.member(coop, &member.did).await?.is_some() {
+        return Err(Error::conflict(format!("{} is already a member of '{coop}'", member.did)));
+    }
+    tx.insert_member(coop, member).await?;
+    emit(tx, coop, CoopEventType::MemberAdded, now, member_json(member)).await?;
+    let note = Note {
+        kind: "member_added",
+        title: format!("Welcome to {}", record.name),
+        body: format!("You were added to cooperative '{coop}' as {}.", member.role.as_str()),
+        data: json!({ "coop_id": coop.as_str(), "role": member.role.as_str() }),
+    };
+    notify(tx, &member.did, coop, note, now).await
+}
+
+/// Removes a member in the transaction, everywhere at once (the coop, its domains, the
+/// delegations given or received in it), and emits `MemberRemoved`. 404 for a non-member, 409
+/// for the last admin; every check comes before the first write.
+pub async fn remove_member_in(tx: &mut dyn Tx, coop: &CoopId, did: &Did, now: u64) -> Result<(), Error> {
+    require_coop(tx, coop).await?;
+    let member = tx.member(coop, did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
+    if member.role == Role::Admin && tx.count_admins(coop).await? <= 1 {
+        return Err(Error::conflict("the last admin of a cooperative cannot be removed"));
+    }
+    tx.delete_member(coop, did).await?;
+    for mut domain in tx.domains(coop).await? {
+        if domain.domain_id != COOP_DOMAIN && domain.members.contains(did) {
+            domain.members.retain(|m| m != did);
+            tx.update_domain(&domain).await?;
+        }
+    }
+    tx.delete_delegations_involving(coop, did).await?;
+    emit(tx, coop, CoopEventType::MemberRemoved, now, json!({ "did": did.as_str() })).await.map(drop)
+}
+
+/// Applies a validated settings change in the transaction and emits `SettingsUpdated`.
+pub async fn update_settings_in(
+    tx: &mut dyn Tx,
+    coop: &CoopId,
+    patch: &SettingsPatch,
+    now: u64,
+) -> Result<CoopRecord, Error> {
+    patch.validate()?;
+    let mut record = require_coop(tx, coop).await?;
+    record.settings = patch.apply(record.settings);
+    tx.update_settings(coop, &record.settings).await?;
+    emit(tx, coop, CoopEventType::SettingsUpdated, now, settings_json(&record.settings)).await?;
+    Ok(record)
 }
 
 /// Public statistics of a coop.
@@ -60,6 +258,7 @@ pub struct Coops {
     reads: Arc<dyn CoopReads>,
     ledger_reads: Arc<dyn LedgerReads>,
     clock: Arc<dyn Clock>,
+    observer: Option<Arc<dyn MembershipObserver>>,
 }
 
 fn member_json(member: &MemberRecord) -> serde_json::Value {
@@ -84,7 +283,19 @@ impl Coops {
         ledger_reads: Arc<dyn LedgerReads>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { transactor, reads, ledger_reads, clock }
+        Self { transactor, reads, ledger_reads, clock, observer: None }
+    }
+
+    /// Tells `observer` after every committed change of membership or role.
+    pub fn with_membership_observer(mut self, observer: Arc<dyn MembershipObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn membership_changed(&self, coop: &CoopId) {
+        if let Some(observer) = &self.observer {
+            observer.membership_changed(coop);
+        }
     }
 
     /// Creates a coop whose first admin is the creator. Only the token's coop may be created.
@@ -120,18 +331,21 @@ impl Coops {
             member_count: 1,
         };
         let admin = MemberRecord { did: creator.clone(), role: Role::Admin, joined_at: now, credit_limit: None };
-        transaction(self.transactor.as_ref(), move |tx| {
+        let created = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 if tx.coop(&record.id).await?.is_some() {
                     return Err(Error::conflict(format!("cooperative '{}' already exists", record.id)));
                 }
                 tx.insert_coop(&record).await?;
                 tx.insert_member(&record.id, &admin).await?;
+                tx.insert_domain(&coop_domain(&record.id, now)).await?;
                 emit(tx, &record.id, CoopEventType::MemberAdded, now, member_json(&admin)).await?;
                 Ok(record)
             })
         })
-        .await
+        .await?;
+        self.membership_changed(&created.id);
+        Ok(created)
     }
 
     /// A coop, or `NOT_FOUND`.
@@ -154,44 +368,28 @@ impl Coops {
     pub async fn add_member(&self, coop: &CoopId, did: &Did, role: Role) -> Result<MemberRecord, Error> {
         let now = self.clock.now_unix_secs();
         let member = MemberRecord { did: did.clone(), role, joined_at: now, credit_limit: None };
-        let coop = coop.clone();
-        transaction(self.transactor.as_ref(), move |tx| {
+        let id = coop.clone();
+        let added = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let record = require_coop(tx, &coop).await?;
-                if tx.member(&coop, &member.did).await?.is_some() {
-                    return Err(Error::conflict(format!("{} is already a member of '{coop}'", member.did)));
-                }
-                tx.insert_member(&coop, &member).await?;
-                emit(tx, &coop, CoopEventType::MemberAdded, now, member_json(&member)).await?;
-                let note = Note {
-                    kind: "member_added",
-                    title: format!("Welcome to {}", record.name),
-                    body: format!("You were added to cooperative '{coop}' as {}.", member.role.as_str()),
-                    data: json!({ "coop_id": coop.as_str(), "role": member.role.as_str() }),
-                };
-                notify(tx, &member.did, &coop, note, now).await?;
+                add_member_in(tx, &id, &member, now).await?;
                 Ok(member)
             })
         })
-        .await
+        .await?;
+        self.membership_changed(coop);
+        Ok(added)
     }
 
-    /// Removes a member; the last admin cannot be removed.
+    /// Removes a member, everywhere at once: from the coop, from every governance domain of the
+    /// coop, and from every delegation given or received in it. The last admin cannot be removed.
     pub async fn remove_member(&self, coop: &CoopId, did: &Did) -> Result<(), Error> {
-        let (coop, did, now) = (coop.clone(), did.clone(), self.clock.now_unix_secs());
+        let (id, did, now) = (coop.clone(), did.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                require_coop(tx, &coop).await?;
-                let member = tx.member(&coop, &did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
-                if member.role == Role::Admin && tx.count_admins(&coop).await? <= 1 {
-                    return Err(Error::conflict("the last admin of a cooperative cannot be removed"));
-                }
-                tx.delete_member(&coop, &did).await?;
-                emit(tx, &coop, CoopEventType::MemberRemoved, now, json!({ "did": did.as_str() })).await?;
-                Ok(())
-            })
+            Box::pin(async move { remove_member_in(tx, &id, &did, now).await })
         })
-        .await
+        .await?;
+        self.membership_changed(coop);
+        Ok(())
     }
 
     /// Changes a member's role; the last admin cannot be demoted.
@@ -221,63 +419,32 @@ impl Coops {
         did: &Did,
         change: impl FnOnce(&mut MemberRecord) + Send + 'static,
     ) -> Result<MemberRecord, Error> {
-        let (coop, did, now) = (coop.clone(), did.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
+        let (id, did, now) = (coop.clone(), did.clone(), self.clock.now_unix_secs());
+        let member = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                require_coop(tx, &coop).await?;
-                let mut member =
-                    tx.member(&coop, &did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
+                require_coop(tx, &id).await?;
+                let mut member = tx.member(&id, &did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
                 let was_admin = member.role == Role::Admin;
                 change(&mut member);
-                if was_admin && member.role != Role::Admin && tx.count_admins(&coop).await? <= 1 {
+                if was_admin && member.role != Role::Admin && tx.count_admins(&id).await? <= 1 {
                     return Err(Error::conflict("the last admin of a cooperative cannot be demoted"));
                 }
-                tx.update_member(&coop, &member).await?;
-                emit(tx, &coop, CoopEventType::RoleUpdated, now, member_json(&member)).await?;
+                tx.update_member(&id, &member).await?;
+                emit(tx, &id, CoopEventType::RoleUpdated, now, member_json(&member)).await?;
                 Ok(member)
             })
         })
-        .await
+        .await?;
+        self.membership_changed(coop);
+        Ok(member)
     }
 
     /// Applies a settings patch and returns the coop.
     pub async fn update_settings(&self, coop: &CoopId, patch: SettingsPatch) -> Result<CoopRecord, Error> {
-        if patch.credit_limit.is_some_and(|l| l.micros() > 0) {
-            return Err(Error::bad_request_field("credit_limit", "credit_limit is a floor: zero or negative"));
-        }
-        if patch.high_value_threshold.is_some_and(|t| t.micros() <= 0) {
-            return Err(Error::bad_request_field("high_value_threshold", "high_value_threshold must be positive"));
-        }
-        if patch.quorum_percent.is_some_and(|q| q > 100) {
-            return Err(Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"));
-        }
-        if patch.conversion_fee_ppm.is_some_and(|f| f > 1_000_000) {
-            return Err(Error::bad_request_field("conversion_fee_percent", "conversion_fee_percent is 0 to 100"));
-        }
+        patch.validate()?;
         let (coop, now) = (coop.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                let mut record = require_coop(tx, &coop).await?;
-                let s = &mut record.settings;
-                if let Some(v) = patch.default_currency {
-                    s.default_currency = v;
-                }
-                if let Some(v) = patch.credit_limit {
-                    s.credit_limit = v;
-                }
-                if let Some(v) = patch.high_value_threshold {
-                    s.high_value_threshold = v;
-                }
-                if let Some(v) = patch.conversion_fee_ppm {
-                    s.conversion_fee_ppm = v;
-                }
-                if let Some(v) = patch.quorum_percent {
-                    s.quorum_percent = v;
-                }
-                tx.update_settings(&coop, &record.settings).await?;
-                emit(tx, &coop, CoopEventType::SettingsUpdated, now, settings_json(&record.settings)).await?;
-                Ok(record)
-            })
+            Box::pin(async move { update_settings_in(tx, &coop, &patch, now).await })
         })
         .await
     }

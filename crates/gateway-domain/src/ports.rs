@@ -17,6 +17,8 @@ use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest, Role};
 use serde_json::Value;
 
+use crate::governance::{Effect, Outcome, ProposalPayload, ProposalStatus};
+
 /// A boxed, sendable future borrowing for `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -42,6 +44,13 @@ pub trait EventFeed: Send + Sync + fmt::Debug {
     /// A receiver of every signal from now on. A receiver that falls behind gets `Lagged` and
     /// should re-read the outbox by sequence number.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<CoopSignal>;
+}
+
+/// Told after a commit that changed who belongs to a coop or in which role, so that caches in
+/// front of the store (the per-request membership check) forget what they knew of that coop.
+pub trait MembershipObserver: Send + Sync + fmt::Debug {
+    /// The coop's members or roles changed.
+    fn membership_changed(&self, coop: &CoopId);
 }
 
 /// Whether the store answers, for health and readiness probes.
@@ -434,6 +443,8 @@ pub trait CoopTx: Send {
     async fn delete_member(&mut self, coop: &CoopId, did: &Did) -> Result<(), Error>;
     /// Number of admins.
     async fn count_admins(&mut self, coop: &CoopId) -> Result<u64, Error>;
+    /// The DIDs of every member of the coop, in DID order.
+    async fn member_dids(&mut self, coop: &CoopId) -> Result<Vec<Did>, Error>;
 }
 
 /// Trust edge writes.
@@ -477,14 +488,14 @@ pub struct ProposalRecord {
     pub title: String,
     /// Description.
     pub description: String,
-    /// The tagged payload (`{"type": …}`).
-    pub payload: Value,
+    /// What it changes when approved.
+    pub payload: ProposalPayload,
     /// Decision rule.
     pub rule: String,
     /// Author.
     pub author: Did,
-    /// `draft`, `open` or `closed`.
-    pub status: String,
+    /// Where it is in its life.
+    pub status: ProposalStatus,
     /// Seconds of voting once opened.
     pub voting_duration_secs: u64,
     /// Unix seconds.
@@ -495,12 +506,14 @@ pub struct ProposalRecord {
     pub closes_at: Option<u64>,
     /// When closed.
     pub closed_at: Option<u64>,
-    /// `Approved`, `Rejected` or `NoQuorum`, once closed.
-    pub outcome: Option<String>,
+    /// The outcome, once closed.
+    pub outcome: Option<Outcome>,
     /// `(for, against, abstain)`, once closed.
     pub tally: Option<(u64, u64, u64)>,
     /// Why no receipt was stored at close, if none was.
     pub receipt_unavailable: Option<String>,
+    /// What closing it did to the coop: set when an approved proposal with an effect closed.
+    pub effect: Option<Effect>,
 }
 
 /// A delegation as stored.
@@ -542,6 +555,10 @@ pub trait GovTx: Send {
     async fn domain(&mut self, coop: &CoopId, domain_id: &str) -> Result<Option<DomainRecord>, Error>;
     /// Creates a domain.
     async fn insert_domain(&mut self, domain: &DomainRecord) -> Result<(), Error>;
+    /// Every domain of the coop, as stored (the coop domain's members are not stored).
+    async fn domains(&mut self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error>;
+    /// Replaces a domain's name, members, quorum and rule.
+    async fn update_domain(&mut self, domain: &DomainRecord) -> Result<(), Error>;
     /// A proposal of the coop.
     async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
     /// Creates a proposal.
@@ -558,6 +575,8 @@ pub trait GovTx: Send {
     async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error>;
     /// Deletes a delegation of this delegator; returns whether it existed.
     async fn delete_delegation(&mut self, coop: &CoopId, delegator: &Did, id: &str) -> Result<bool, Error>;
+    /// Deletes every delegation of the coop given or received by `did`; returns how many.
+    async fn delete_delegations_involving(&mut self, coop: &CoopId, did: &Did) -> Result<u64, Error>;
     /// Stores a receipt (unique per proposal and per (timestamp, proposal)).
     async fn insert_receipt(
         &mut self,
@@ -701,7 +720,7 @@ pub struct ProposalQuery {
     /// Only this domain.
     pub domain: Option<String>,
     /// Only this status.
-    pub status: Option<String>,
+    pub status: Option<ProposalStatus>,
     /// Page.
     pub page: PageRequest,
 }
@@ -709,6 +728,8 @@ pub struct ProposalQuery {
 /// Governance reads.
 #[async_trait]
 pub trait GovReads: Send + Sync + fmt::Debug {
+    /// The DIDs of every member of the coop, in DID order (the coop domain's members).
+    async fn member_dids(&self, coop: &CoopId) -> Result<Vec<Did>, Error>;
     /// Domains of a coop.
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error>;
     /// A page of proposals (newest first) and the total.

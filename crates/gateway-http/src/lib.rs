@@ -93,7 +93,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(notifications::mark_all_read))
         .routes(routes!(notifications::short_mark_all_read))
         .routes(routes!(governance::create_domain, governance::list_domains))
-        .routes(routes!(governance::get_domain))
+        .routes(routes!(governance::get_domain, governance::update_domain))
         .routes(routes!(governance::create_proposal, governance::list_proposals))
         .routes(routes!(governance::short_create, governance::short_list))
         .routes(routes!(governance::get_proposal))

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, ScopeSet};
+use gateway_domain::ports::MembershipObserver;
 
 /// Most cached answers before the cache is cleared.
 const MAX_ENTRIES: usize = 100_000;
@@ -64,5 +65,14 @@ impl MembershipCache {
     /// Forgets what is known about a coop (after a membership change through this gateway).
     pub fn invalidate(&self, coop: &CoopId) {
         self.entries.lock().expect("membership cache lock").retain(|(c, _), _| c != coop);
+    }
+}
+
+/// The domain services tell the cache after every committed change of members or roles (by
+/// an admin, by an approved proposal, at a coop's creation), so the change holds from the next
+/// request on this gateway.
+impl MembershipObserver for MembershipCache {
+    fn membership_changed(&self, coop: &CoopId) {
+        self.invalidate(coop);
     }
 }

@@ -220,7 +220,9 @@ pub async fn assemble<S: GatewayStore>(
     let graph = Arc::new(gateway_domain::trust::TrustGraph::new(options.trust_anchors, options.trust_default, edges));
     let trust = Trust::new(store.clone(), store.clone(), graph.clone(), clock.clone());
     let ledger = Ledger::new(store.clone(), store.clone(), graph.clone(), clock.clone());
-    let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone());
+    let membership = Arc::new(MembershipCache::new(store.clone(), options.membership_ttl, !options.open_enrollment));
+    let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone())
+        .with_membership_observer(membership.clone());
     let notifications = Notifications::new(store.clone(), store.clone(), clock.clone());
     let governance = gateway_domain::governance::Governance::new(
         store.clone(),
@@ -228,7 +230,8 @@ pub async fn assemble<S: GatewayStore>(
         graph.clone(),
         options.receipt_keys.clone(),
         clock.clone(),
-    );
+    )
+    .with_membership_observer(membership.clone());
     let compute = gateway_domain::tasks::Compute::new(store.clone(), store.clone(), graph.clone(), clock.clone());
     if let Ok(signer) = options.receipt_keys.signer() {
         governance.register_key(signer.public_key()).await?;
@@ -239,7 +242,6 @@ pub async fn assemble<S: GatewayStore>(
         Arc::new(GraphScores(graph)),
         options.trusted_proxies,
     ));
-    let membership = Arc::new(MembershipCache::new(store.clone(), options.membership_ttl, !options.open_enrollment));
     Ok(AppState::new(Services {
         auth,
         resolver,

@@ -16,7 +16,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use gateway_core::{CoopId, Did, ManualClock, Role};
 use gateway_domain::coops::{Coops, NewCoop};
-use gateway_domain::governance::{Governance, MemoryReceiptKeys, NewProposal};
+use gateway_domain::governance::{Governance, MemoryReceiptKeys, NewDomain, NewProposal, Outcome};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::trust::TrustGraph;
 use gateway_store::{Store, StoreSpec};
@@ -51,7 +51,9 @@ async fn main() {
             added.unwrap();
         }
     }
-    gov.create_domain(&coop, "all".into(), "All".into(), members, Some(10), None).await.unwrap();
+    let domain =
+        NewDomain { domain_id: "all".into(), name: "All".into(), members, quorum_percent: Some(10), rule: None };
+    gov.create_domain(&coop, &did(0), domain).await.unwrap();
     for n in 0..DELEGATORS {
         let delegator = MEMBERS - 1 - n;
         // Every tenth delegation goes to another delegator, making chains.
@@ -82,7 +84,7 @@ async fn main() {
         let started = Instant::now();
         let closed = gov.close(&coop, Some(&did(0)), &proposal.id).await.unwrap();
         let elapsed = started.elapsed();
-        assert_eq!(closed.outcome.as_deref(), Some("Approved"));
+        assert_eq!(closed.outcome, Some(Outcome::Approved));
         let started = Instant::now();
         // The close spawned the same expansion; whichever runs first does the work.
         expand_fanouts(store.as_ref()).await.unwrap();

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
+use gateway_domain::governance::{COOP_DOMAIN, Effect, Outcome, ProposalPayload, ProposalStatus};
 use gateway_domain::ports::{
     ComputeTx, ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx,
     GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationFanout, NotificationRecord, NotificationTx,
@@ -874,6 +875,12 @@ impl CoopTx for Conn<'_> {
             .await?;
         Ok(to_u64(count))
     }
+
+    async fn member_dids(&mut self, coop: &CoopId) -> Result<Vec<Did>, Error> {
+        let dids: Vec<String> =
+            self.fetch_all("SELECT did FROM members WHERE coop_id = $1 ORDER BY did", args![coop.as_str()]).await?;
+        dids.iter().map(|d| parse_did(d)).collect()
+    }
 }
 
 #[async_trait]
@@ -909,7 +916,7 @@ impl TrustTx for Conn<'_> {
 /// Columns of `proposals`, in this order.
 pub(crate) const PROPOSAL_COLUMNS: &str = "id, coop_id, domain_id, title, description, payload, rule, author, status, \
      voting_duration_secs, created_at, opened_at, closes_at, closed_at, outcome, tally_for, tally_against, tally_abstain, \
-     receipt_unavailable";
+     receipt_unavailable, effect";
 
 /// A `proposals` row (more columns than sqlx's tuple rows allow).
 #[derive(Debug, sqlx::FromRow)]
@@ -933,6 +940,7 @@ pub(crate) struct ProposalRow {
     tally_against: Option<i64>,
     tally_abstain: Option<i64>,
     receipt_unavailable: Option<String>,
+    effect: Option<String>,
 }
 
 named_row!(ProposalRow {
@@ -954,7 +962,8 @@ named_row!(ProposalRow {
     tally_for,
     tally_against,
     tally_abstain,
-    receipt_unavailable
+    receipt_unavailable,
+    effect
 });
 
 pub(crate) fn proposal_from_row(row: ProposalRow) -> Result<ProposalRecord, Error> {
@@ -962,26 +971,46 @@ pub(crate) fn proposal_from_row(row: ProposalRow) -> Result<ProposalRecord, Erro
         (Some(f), Some(a), Some(ab)) => Some((to_u64(f), to_u64(a), to_u64(ab))),
         _ => None,
     };
+    let payload = ProposalPayload::from_json(&parse_json(&row.payload)?)
+        .map_err(|e| Error::Internal(format!("stored payload of proposal {}: {e}", row.id)))?;
     Ok(ProposalRecord {
         id: row.id,
         coop_id: parse_coop(&row.coop_id)?,
         domain_id: row.domain_id,
         title: row.title,
         description: row.description,
-        payload: parse_json(&row.payload)?,
+        payload,
         rule: row.rule,
         author: parse_did(&row.author)?,
-        status: row.status,
+        status: ProposalStatus::parse(&row.status)
+            .ok_or_else(|| Error::Internal(format!("stored proposal status '{}'", row.status)))?,
         voting_duration_secs: to_u64(row.voting_duration_secs),
         created_at: to_u64(row.created_at),
         opened_at: row.opened_at.map(to_u64),
         closes_at: row.closes_at.map(to_u64),
         closed_at: row.closed_at.map(to_u64),
-        outcome: row.outcome,
+        outcome: row
+            .outcome
+            .map(|o| Outcome::parse(&o).ok_or_else(|| Error::Internal(format!("stored proposal outcome '{o}'"))))
+            .transpose()?,
         tally,
         receipt_unavailable: row.receipt_unavailable,
+        effect: row.effect.as_deref().map(effect_from_json).transpose()?,
     })
 }
+
+/// The stored form of an effect: `{"applied", "error"}`.
+pub(crate) fn effect_to_json(effect: &Effect) -> String {
+    serde_json::json!({ "applied": effect.applied, "error": effect.error }).to_string()
+}
+
+fn effect_from_json(text: &str) -> Result<Effect, Error> {
+    let value = parse_json(text)?;
+    let applied = value["applied"].as_bool().ok_or_else(|| Error::Internal(format!("stored effect: {text}")))?;
+    Ok(Effect { applied, error: value["error"].as_str().map(str::to_owned) })
+}
+
+const DOMAIN_COLUMNS: &str = "coop_id, domain_id, name, members, quorum_percent, rule, created_at";
 
 pub(crate) type DomainRow = (String, String, String, String, Option<i64>, Option<String>, i64);
 
@@ -998,6 +1027,13 @@ pub(crate) fn domain_from_row(row: DomainRow) -> Result<DomainRecord, Error> {
         rule,
         created_at: to_u64(created_at),
     })
+}
+
+/// The stored member list: the coop domain's members are the coop's and are not stored.
+fn domain_members_json(d: &DomainRecord) -> String {
+    let members: Vec<&str> =
+        if d.domain_id == COOP_DOMAIN { Vec::new() } else { d.members.iter().map(Did::as_str).collect() };
+    serde_json::to_string(&members).expect("strings")
 }
 
 pub(crate) type DelegationRow = (String, String, String, String, String, Option<i64>, i64);
@@ -1020,16 +1056,51 @@ impl GovTx for Conn<'_> {
     async fn domain(&mut self, coop: &CoopId, domain_id: &str) -> Result<Option<DomainRecord>, Error> {
         let row: Option<DomainRow> = self
             .fetch_optional(
-                "SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains \
-             WHERE coop_id = $1 AND domain_id = $2",
+                &format!("SELECT {DOMAIN_COLUMNS} FROM gov_domains WHERE coop_id = $1 AND domain_id = $2"),
                 args![coop.as_str(), domain_id],
             )
             .await?;
         row.map(domain_from_row).transpose()
     }
 
+    async fn domains(&mut self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
+        let rows: Vec<DomainRow> = self
+            .fetch_all(
+                &format!("SELECT {DOMAIN_COLUMNS} FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"),
+                args![coop.as_str()],
+            )
+            .await?;
+        rows.into_iter().map(domain_from_row).collect()
+    }
+
+    async fn update_domain(&mut self, d: &DomainRecord) -> Result<(), Error> {
+        let members = domain_members_json(d);
+        self.execute(
+            "UPDATE gov_domains SET name = $3, members = $4, quorum_percent = $5, rule = $6 \
+             WHERE coop_id = $1 AND domain_id = $2",
+            args![
+                d.coop_id.as_str(),
+                &d.domain_id,
+                &d.name,
+                &members,
+                d.quorum_percent.map(i64::from),
+                d.rule.as_deref()
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_delegations_involving(&mut self, coop: &CoopId, did: &Did) -> Result<u64, Error> {
+        self.execute(
+            "DELETE FROM delegations WHERE coop_id = $1 AND (delegator = $2 OR delegate = $2)",
+            args![coop.as_str(), did.as_str()],
+        )
+        .await
+    }
+
     async fn insert_domain(&mut self, d: &DomainRecord) -> Result<(), Error> {
-        let members = serde_json::to_string(&d.members.iter().map(Did::as_str).collect::<Vec<_>>()).expect("strings");
+        let members = domain_members_json(d);
         self.execute(
             "INSERT INTO gov_domains (coop_id, domain_id, name, members, quorum_percent, rule, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -1055,9 +1126,9 @@ impl GovTx for Conn<'_> {
 
     async fn insert_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
         let sql = format!(
-            "INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+            "INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         );
-        let payload = p.payload.to_string();
+        let payload = p.payload.to_json().to_string();
         let (f, a, ab) = match p.tally {
             Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
             None => (None, None, None),
@@ -1073,17 +1144,18 @@ impl GovTx for Conn<'_> {
                 &payload,
                 &p.rule,
                 p.author.as_str(),
-                &p.status,
+                p.status.as_str(),
                 to_i64(p.voting_duration_secs)?,
                 to_i64(p.created_at)?,
                 p.opened_at.map(to_i64).transpose()?,
                 p.closes_at.map(to_i64).transpose()?,
                 p.closed_at.map(to_i64).transpose()?,
-                p.outcome.as_deref(),
+                p.outcome.map(Outcome::as_str),
                 f,
                 a,
                 ab,
-                p.receipt_unavailable.as_deref()
+                p.receipt_unavailable.as_deref(),
+                p.effect.as_ref().map(effect_to_json)
             ],
         )
         .await
@@ -1095,8 +1167,27 @@ impl GovTx for Conn<'_> {
             Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
             None => (None, None, None),
         };
-        self.execute("UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
-             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11 WHERE coop_id = $1 AND id = $2", args![p.coop_id.as_str(), &p.id, &p.status, p.opened_at.map(to_i64).transpose()?, p.closes_at.map(to_i64).transpose()?, p.closed_at.map(to_i64).transpose()?, p.outcome.as_deref(), f, a, ab, p.receipt_unavailable.as_deref()]).await.map(|_| ())
+        self.execute(
+            "UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
+             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12 \
+             WHERE coop_id = $1 AND id = $2",
+            args![
+                p.coop_id.as_str(),
+                &p.id,
+                p.status.as_str(),
+                p.opened_at.map(to_i64).transpose()?,
+                p.closes_at.map(to_i64).transpose()?,
+                p.closed_at.map(to_i64).transpose()?,
+                p.outcome.map(Outcome::as_str),
+                f,
+                a,
+                ab,
+                p.receipt_unavailable.as_deref(),
+                p.effect.as_ref().map(effect_to_json)
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error> {

@@ -303,6 +303,12 @@ impl EventReads for Store {
 
 #[async_trait]
 impl GovReads for Store {
+    async fn member_dids(&self, coop: &CoopId) -> Result<Vec<Did>, Error> {
+        let dids: Vec<String> =
+            self.read_all("SELECT did FROM members WHERE coop_id = $1 ORDER BY did", args![coop.as_str()]).await?;
+        dids.iter().map(|d| parse_did(d)).collect()
+    }
+
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
         let rows: Vec<crate::conn::DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
         rows.into_iter().map(domain_from_row).collect()
@@ -314,11 +320,11 @@ impl GovReads for Store {
         let list =
             format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5");
         let rows: Vec<ProposalRow> = self
-            .read_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref(), limit, offset])
+            .read_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.map(|s| s.as_str()), limit, offset])
             .await?;
         let count = format!("SELECT COUNT(*) FROM proposals WHERE {filter}");
         let total: i64 =
-            self.read_one(&count, args![q.coop.as_str(), q.domain.as_deref(), q.status.as_deref()]).await?;
+            self.read_one(&count, args![q.coop.as_str(), q.domain.as_deref(), q.status.map(|s| s.as_str())]).await?;
         Ok((rows.into_iter().map(proposal_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 

@@ -18,6 +18,7 @@
 mod choice;
 mod delegation;
 mod error;
+mod proposal;
 mod receipt;
 mod rules;
 mod service;
@@ -26,13 +27,14 @@ mod tally;
 pub use choice::Choice;
 pub use delegation::{Delegation, DelegationScope};
 pub use error::ParseError;
+pub use proposal::{COOP_DOMAIN, Effect, MembershipAction, ProposalPayload, ProposalStatus};
 pub use receipt::{
     DecisionSigner, Ed25519DecisionSigner, Receipt, ReceiptError, canonical_bytes, sign_receipt, verify_receipt,
     votes_hash,
 };
 pub use rules::{DEFAULT_QUORUM_PERCENT, Outcome, Rule, decide};
 pub use service::{
-    DEFAULT_VOTING_SECS, Governance, MemoryReceiptKeys, NewProposal, PROPOSAL_MIN_TRUST, ReceiptKeys, VoteOutcome,
-    VotesView, validate_payload,
+    DEFAULT_VOTING_SECS, DomainChange, Governance, MemoryReceiptKeys, NewDomain, NewProposal, PROPOSAL_MIN_TRUST,
+    ReceiptKeys, VoteOutcome, VotesView,
 };
 pub use tally::{DirectVote, EffectiveVote, Tally, tally};

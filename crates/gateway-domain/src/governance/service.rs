@@ -9,17 +9,20 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, Role};
+use gateway_core::{Clock, CoopId, Did, Error, PageRequest, Role};
 use serde_json::{Value, json};
 
-use super::{Choice, Delegation, DelegationScope, DirectVote, Outcome, Rule, Tally, decide, sign_receipt, tally};
-use crate::coops::require_coop;
+use super::{
+    COOP_DOMAIN, Choice, Delegation, DelegationScope, DirectVote, Effect, MembershipAction, Outcome, ProposalPayload,
+    ProposalStatus, Rule, Tally, decide, sign_receipt, tally,
+};
+use crate::coops::{add_member_in, remove_member_in, require_coop, update_settings_in};
 use crate::events::{CoopEventType, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
 use crate::notifications::{Note, notify_all, spawn_expansion};
 use crate::ports::{
-    DelegationRecord, DomainRecord, GovReads, ProposalQuery, ProposalRecord, SigningKeyRecord, TransactionKind,
-    TransactionRecord, Transactor, Tx, transaction,
+    DelegationRecord, DomainRecord, GovReads, MemberRecord, MembershipObserver, ProposalQuery, ProposalRecord,
+    SigningKeyRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -36,6 +39,34 @@ pub trait ReceiptKeys: Send + Sync + fmt::Debug {
     /// Generates a new key, stores it encrypted in place of the old one, and signs with it from
     /// now on; returns its public key.
     fn rotate(&self) -> Result<[u8; 32], Error>;
+}
+
+/// A request to create a domain.
+#[derive(Debug, Clone)]
+pub struct NewDomain {
+    /// Id within the coop (`[A-Za-z0-9_-]`, 1 to 64).
+    pub domain_id: String,
+    /// Display name.
+    pub name: String,
+    /// Who may vote: members of the coop.
+    pub members: Vec<Did>,
+    /// Quorum override, percent.
+    pub quorum_percent: Option<u32>,
+    /// Default rule of its proposals.
+    pub rule: Option<String>,
+}
+
+/// A change to a domain: `None` keeps the current value.
+#[derive(Debug, Clone, Default)]
+pub struct DomainChange {
+    /// New display name.
+    pub name: Option<String>,
+    /// New member list (not for the coop domain, whose members are the coop's).
+    pub members: Option<Vec<Did>>,
+    /// New quorum override, percent.
+    pub quorum_percent: Option<u32>,
+    /// New default rule.
+    pub rule: Option<String>,
 }
 
 /// A request to create a proposal; `payload` is already the tagged form.
@@ -79,6 +110,7 @@ pub struct Governance {
     trust: Arc<TrustGraph>,
     keys: Arc<dyn ReceiptKeys>,
     clock: Arc<dyn Clock>,
+    observer: Option<Arc<dyn MembershipObserver>>,
 }
 
 fn member_strings(members: &[Did]) -> Vec<String> {
@@ -86,64 +118,58 @@ fn member_strings(members: &[Did]) -> Vec<String> {
 }
 
 fn proposal_event(p: &ProposalRecord) -> Value {
-    json!({ "proposal_id": p.id, "domain_id": p.domain_id, "title": p.title, "status": p.status, "author": p.author.as_str() })
+    json!({ "proposal_id": p.id, "domain_id": p.domain_id, "title": p.title, "status": p.status.as_str(), "author": p.author.as_str() })
 }
 
+/// A domain with its members: the coop domain's are the coop's current members.
 async fn require_domain(tx: &mut dyn Tx, coop: &CoopId, domain_id: &str) -> Result<DomainRecord, Error> {
-    tx.domain(coop, domain_id).await?.ok_or_else(|| Error::not_found("domain", domain_id))
+    let mut domain = tx.domain(coop, domain_id).await?.ok_or_else(|| Error::not_found("domain", domain_id))?;
+    domain.members = if domain.domain_id == COOP_DOMAIN {
+        tx.member_dids(coop).await?
+    } else {
+        // Only current members of the coop count, whatever the stored list still says.
+        let listed: Vec<&Did> = domain.members.iter().collect();
+        let mut current: Vec<Did> = tx.members_among(coop, &listed).await?.into_iter().map(|m| m.did).collect();
+        current.sort();
+        current
+    };
+    Ok(domain)
 }
 
 async fn require_proposal(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
     tx.proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
 }
 
-/// Validates a payload and returns it in the stored (tagged) form.
-pub fn validate_payload(payload: Value) -> Result<Value, Error> {
-    let bad = |m: &str| Error::bad_request_field("payload", m.to_owned());
-    let kind = payload.get("type").and_then(Value::as_str).ok_or_else(|| bad("payload needs a \"type\""))?;
-    match kind {
-        "text" => {
-            payload.get("content").and_then(Value::as_str).ok_or_else(|| bad("a text payload needs \"content\""))?;
-        }
-        "membership" => {
-            let action = payload.get("action").and_then(Value::as_str);
-            if !matches!(action, Some("add" | "remove")) {
-                return Err(bad("a membership payload needs \"action\": \"add\" or \"remove\""));
-            }
-            let did =
-                payload.get("did").and_then(Value::as_str).ok_or_else(|| bad("a membership payload needs \"did\""))?;
-            Did::parse(did).map_err(|e| bad(&format!("invalid DID: {e}")))?;
-            if let Some(role) = payload.get("role").and_then(Value::as_str) {
-                Role::parse(role).ok_or_else(|| bad("role must be \"admin\" or \"member\""))?;
-            }
-        }
-        "settings" => {
-            let settings = payload
-                .get("settings")
-                .and_then(Value::as_object)
-                .ok_or_else(|| bad("a settings payload needs \"settings\""))?;
-            for key in settings.keys() {
-                if !matches!(
-                    key.as_str(),
-                    "default_currency" | "credit_limit" | "high_value_threshold" | "quorum_percent"
-                ) {
-                    return Err(bad(&format!("unknown setting '{key}'")));
-                }
-            }
-        }
-        "budget" => {
-            let to = payload.get("to").and_then(Value::as_str).ok_or_else(|| bad("a budget payload needs \"to\""))?;
-            Did::parse(to).map_err(|e| bad(&format!("invalid DID: {e}")))?;
-            let amount = payload.get("amount").ok_or_else(|| bad("a budget payload needs \"amount\""))?;
-            Amount::parse_payment(&amount.to_string()).map_err(|e| bad(&format!("amount {e}")))?;
-            if let Some(c) = payload.get("currency").and_then(Value::as_str) {
-                Currency::parse(c).map_err(bad)?;
-            }
-        }
-        "signing_key_rotation" => {}
-        other => return Err(bad(&format!("unknown payload type '{other}'"))),
+/// Creating and changing domains is for the coop's admins (403 `admin_only` otherwise).
+async fn require_admin(tx: &mut dyn Tx, coop: &CoopId, caller: &Did) -> Result<(), Error> {
+    match tx.member(coop, caller).await? {
+        Some(MemberRecord { role: Role::Admin, .. }) => Ok(()),
+        _ => Err(Error::denied("admin_only", "only an admin of the cooperative may create or change a domain")),
     }
-    Ok(payload)
+}
+
+/// Every listed DID must be a member of the coop (400 naming `members`).
+async fn require_coop_members(tx: &mut dyn Tx, coop: &CoopId, members: &[Did]) -> Result<(), Error> {
+    for member in members {
+        if tx.member(coop, member).await?.is_none() {
+            return Err(Error::bad_request_field("members", format!("{member} is not a member of the cooperative")));
+        }
+    }
+    Ok(())
+}
+
+fn check_domain_settings(quorum_percent: Option<u32>, rule: Option<&str>) -> Result<(), Error> {
+    if quorum_percent.is_some_and(|q| q > 100) {
+        return Err(Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"));
+    }
+    if let Some(rule) = rule {
+        Rule::parse(rule).map_err(Error::from)?;
+    }
+    Ok(())
+}
+
+fn unique(members: Vec<Did>) -> Vec<Did> {
+    members.into_iter().collect::<BTreeSet<Did>>().into_iter().collect()
 }
 
 impl Governance {
@@ -155,52 +181,46 @@ impl Governance {
         keys: Arc<dyn ReceiptKeys>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { transactor, reads, trust, keys, clock }
+        Self { transactor, reads, trust, keys, clock, observer: None }
     }
 
-    /// Creates a domain of the coop; every member must be a member of the coop.
-    pub async fn create_domain(
-        &self,
-        coop: &CoopId,
-        domain_id: String,
-        name: String,
-        members: Vec<Did>,
-        quorum_percent: Option<u32>,
-        rule: Option<String>,
-    ) -> Result<DomainRecord, Error> {
-        if domain_id.is_empty()
-            || domain_id.len() > 64
-            || !domain_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(Error::bad_request_field("domain_id", "domain_id is 1 to 64 characters of [A-Za-z0-9_-]"));
-        }
-        if quorum_percent.is_some_and(|q| q > 100) {
-            return Err(Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"));
-        }
-        if let Some(rule) = &rule {
-            Rule::parse(rule).map_err(Error::from)?;
-        }
-        let unique: BTreeSet<Did> = members.into_iter().collect();
+    /// Tells `observer` after a close that changed the coop's membership.
+    pub fn with_membership_observer(mut self, observer: Arc<dyn MembershipObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Creates a domain of the coop (admins only); every member must be a member of the coop.
+    pub async fn create_domain(&self, coop: &CoopId, caller: &Did, request: NewDomain) -> Result<DomainRecord, Error> {
         let record = DomainRecord {
             coop_id: coop.clone(),
-            domain_id,
-            name,
-            members: unique.into_iter().collect(),
-            quorum_percent,
-            rule,
+            domain_id: request.domain_id,
+            name: request.name,
+            members: unique(request.members),
+            quorum_percent: request.quorum_percent,
+            rule: request.rule,
             created_at: self.clock.now_unix_secs(),
         };
+        let caller = caller.clone();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 require_coop(tx, &record.coop_id).await?;
+                require_admin(tx, &record.coop_id, &caller).await?;
+                let id = &record.domain_id;
+                if id.is_empty()
+                    || id.len() > 64
+                    || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                {
+                    return Err(Error::bad_request_field(
+                        "domain_id",
+                        "domain_id is 1 to 64 characters of [A-Za-z0-9_-]",
+                    ));
+                }
+                check_domain_settings(record.quorum_percent, record.rule.as_deref())?;
                 if tx.domain(&record.coop_id, &record.domain_id).await?.is_some() {
                     return Err(Error::conflict(format!("domain '{}' already exists", record.domain_id)));
                 }
-                for member in &record.members {
-                    if tx.member(&record.coop_id, member).await?.is_none() {
-                        return Err(Error::bad_request_field("members", format!("{member} is not a member of the cooperative")));
-                    }
-                }
+                require_coop_members(tx, &record.coop_id, &record.members).await?;
                 tx.insert_domain(&record).await?;
                 let data = json!({ "domain_id": record.domain_id, "name": record.name, "members": member_strings(&record.members) });
                 emit(tx, &record.coop_id, CoopEventType::GovernanceDomainCreated, record.created_at, data).await?;
@@ -210,17 +230,84 @@ impl Governance {
         .await
     }
 
-    /// Domains of a coop.
-    pub async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        self.reads.domains(coop).await
+    /// Changes a domain (admins only). The coop domain's members cannot be set: they are the
+    /// coop's.
+    pub async fn update_domain(
+        &self,
+        coop: &CoopId,
+        caller: &Did,
+        domain_id: &str,
+        change: DomainChange,
+    ) -> Result<DomainRecord, Error> {
+        let (coop, caller, domain_id) = (coop.clone(), caller.clone(), domain_id.to_owned());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                require_coop(tx, &coop).await?;
+                // Authority first: a non-admin learns nothing about what would be valid.
+                require_admin(tx, &coop, &caller).await?;
+                check_domain_settings(change.quorum_percent, change.rule.as_deref())?;
+                if domain_id == COOP_DOMAIN && change.members.is_some() {
+                    return Err(Error::bad_request_field(
+                        "members",
+                        "the members of the coop domain are always the cooperative's members and cannot be set",
+                    ));
+                }
+                let mut domain =
+                    tx.domain(&coop, &domain_id).await?.ok_or_else(|| Error::not_found("domain", &domain_id))?;
+                if let Some(members) = change.members {
+                    let members = unique(members);
+                    require_coop_members(tx, &coop, &members).await?;
+                    domain.members = members;
+                }
+                if let Some(name) = change.name {
+                    domain.name = name;
+                }
+                if let Some(q) = change.quorum_percent {
+                    domain.quorum_percent = Some(q);
+                }
+                if let Some(rule) = change.rule {
+                    domain.rule = Some(rule);
+                }
+                tx.update_domain(&domain).await?;
+                require_domain(tx, &coop, &domain_id).await
+            })
+        })
+        .await
+    }
+
+    /// A page of the coop's domains, in id order, and how many there are.
+    pub async fn domains(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<DomainRecord>, u64), Error> {
+        let mut all = self.reads.domains(coop).await?;
+        all.sort_by(|a, b| a.domain_id.cmp(&b.domain_id));
+        let total = all.len() as u64;
+        let mut items: Vec<DomainRecord> =
+            all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        for domain in &mut items {
+            if domain.domain_id == COOP_DOMAIN {
+                domain.members = self.reads.member_dids(coop).await?;
+            }
+        }
+        Ok((items, total))
     }
 
     /// One domain.
     pub async fn domain(&self, coop: &CoopId, id: &str) -> Result<DomainRecord, Error> {
-        self.domains(coop).await?.into_iter().find(|d| d.domain_id == id).ok_or_else(|| Error::not_found("domain", id))
+        let mut domain = self
+            .reads
+            .domains(coop)
+            .await?
+            .into_iter()
+            .find(|d| d.domain_id == id)
+            .ok_or_else(|| Error::not_found("domain", id))?;
+        if domain.domain_id == COOP_DOMAIN {
+            domain.members = self.reads.member_dids(coop).await?;
+        }
+        Ok(domain)
     }
 
-    /// Creates a draft proposal (trust ≥ 0.4); with `open` it is opened in the same transaction.
+    /// Creates a draft proposal; with `open` it is opened in the same transaction. The author
+    /// needs trust ≥ 0.4 and must be a member of the domain (403 `not_a_domain_member`), and a
+    /// proposal that acts on the coop belongs in the coop domain (400 naming `payload`).
     pub async fn create_proposal(
         &self,
         coop: &CoopId,
@@ -228,6 +315,7 @@ impl Governance {
         request: NewProposal,
         open: bool,
     ) -> Result<ProposalRecord, Error> {
+        // The trust gate is a request-level check (contract §3's order), before any lookup.
         let score = self.trust.score(author);
         if score < PROPOSAL_MIN_TRUST {
             return Err(Error::InsufficientTrust { required: PROPOSAL_MIN_TRUST, actual: score });
@@ -242,7 +330,19 @@ impl Governance {
                 "voting_duration_secs is 1 second to 365 days",
             ));
         }
-        let payload = validate_payload(request.payload)?;
+        let payload = ProposalPayload::from_json(&request.payload)?;
+        if payload.acts_on_coop() && request.domain_id != COOP_DOMAIN {
+            return Err(Error::bad_request_field(
+                "payload",
+                format!(
+                    "a '{}' proposal acts on the cooperative and may only be made in the '{COOP_DOMAIN}' domain",
+                    match &payload {
+                        ProposalPayload::Text { kind: Some(kind), .. } => kind.as_str(),
+                        other => other.type_name(),
+                    }
+                ),
+            ));
+        }
         if let Some(rule) = &request.rule {
             Rule::parse(rule).map_err(Error::from)?;
         }
@@ -250,6 +350,12 @@ impl Governance {
         let created = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let domain = require_domain(tx, &coop, &request.domain_id).await?;
+                if !domain.members.contains(&author) {
+                    return Err(Error::denied(
+                        "not_a_domain_member",
+                        format!("only members of domain '{}' may make proposals in it", domain.domain_id),
+                    ));
+                }
                 let mut proposal = ProposalRecord {
                     id: new_id(),
                     coop_id: coop.clone(),
@@ -259,7 +365,7 @@ impl Governance {
                     payload,
                     rule: request.rule.or(domain.rule.clone()).unwrap_or_else(|| Rule::Majority.to_string()),
                     author,
-                    status: "draft".into(),
+                    status: ProposalStatus::Draft,
                     voting_duration_secs: duration,
                     created_at: now,
                     opened_at: None,
@@ -268,6 +374,7 @@ impl Governance {
                     outcome: None,
                     tally: None,
                     receipt_unavailable: None,
+                    effect: None,
                 };
                 tx.insert_proposal(&proposal).await?;
                 emit(tx, &coop, CoopEventType::GovernanceProposalCreated, now, proposal_event(&proposal)).await?;
@@ -292,10 +399,13 @@ impl Governance {
                 let mut proposal = require_proposal(tx, &coop, &id).await?;
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
                 if proposal.author != caller && !domain.members.contains(&caller) {
-                    return Err(Error::forbidden("only the author or a member of the domain may open a proposal"));
+                    return Err(Error::denied(
+                        "not_a_domain_member",
+                        "only the author or a member of the domain may open a proposal",
+                    ));
                 }
-                if proposal.status != "draft" {
-                    return Err(Error::conflict(format!("proposal '{id}' is {}, not draft", proposal.status)));
+                if proposal.status != ProposalStatus::Draft {
+                    return Err(Error::conflict(format!("proposal '{id}' is {}, not draft", proposal.status.as_str())));
                 }
                 open_in(tx, &mut proposal, &domain, now).await?;
                 Ok(proposal)
@@ -315,15 +425,18 @@ impl Governance {
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let proposal = require_proposal(tx, &coop, &id).await?;
-                if proposal.status != "open" {
-                    return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status)));
+                if proposal.status != ProposalStatus::Open {
+                    return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status.as_str())));
                 }
                 if proposal.closes_at.is_some_and(|end| now >= end) {
                     return Err(Error::conflict(format!("voting on proposal '{id}' has ended")));
                 }
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
                 if !domain.members.contains(&voter) {
-                    return Err(Error::forbidden(format!("only members of domain '{}' vote", domain.domain_id)));
+                    return Err(Error::denied(
+                        "not_a_domain_member",
+                        format!("only members of domain '{}' vote", domain.domain_id),
+                    ));
                 }
                 let replaced = tx.upsert_vote(&id, &voter, choice.as_str(), now).await?;
                 let data = json!({ "proposal_id": id, "voter": voter.as_str(), "choice": choice.as_str(), "replaced": replaced });
@@ -368,14 +481,17 @@ impl Governance {
 
     /// Closes a proposal: by its author at any time, by a domain member once voting has ended or
     /// every member's vote is effectively cast, by the sweeper (`caller` `None`) once it has ended.
+    /// An approved proposal's effect is applied in the same transaction; an effect that can no
+    /// longer be applied does not undo the close, it is recorded as not applied, with why.
     pub async fn close(&self, coop: &CoopId, caller: Option<&Did>, id: &str) -> Result<ProposalRecord, Error> {
-        let (coop, caller, id, now) = (coop.clone(), caller.cloned(), id.to_owned(), self.clock.now_unix_secs());
+        let (coop_id, caller, id, now) = (coop.clone(), caller.cloned(), id.to_owned(), self.clock.now_unix_secs());
         let keys = self.keys.clone();
         let closed = transaction(self.transactor.as_ref(), move |tx| {
+            let coop = coop_id;
             Box::pin(async move {
                 let mut proposal = require_proposal(tx, &coop, &id).await?;
-                if proposal.status != "open" {
-                    return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status)));
+                if proposal.status != ProposalStatus::Open {
+                    return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status.as_str())));
                 }
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
                 let ended = proposal.closes_at.is_some_and(|end| now >= end);
@@ -390,19 +506,26 @@ impl Governance {
                     }
                     Some(c) if domain.members.contains(c) => {}
                     Some(_) => {
-                        return Err(Error::forbidden("only the author or a member of the domain may close a proposal"));
+                        return Err(Error::denied(
+                            "not_a_domain_member",
+                            "only the author or a member of the domain may close a proposal",
+                        ));
                     }
                 }
                 let record = require_coop(tx, &coop).await?;
                 let quorum = domain.quorum_percent.unwrap_or(record.settings.quorum_percent);
                 let rule = Rule::parse(&proposal.rule).map_err(Error::from)?;
                 let outcome = decide(&rule, quorum, domain.members.len() as u64, &result);
-                if outcome == Outcome::Approved {
-                    execute(tx, &record, &proposal, now).await?;
+                if outcome == Outcome::Approved && proposal.payload.has_effect() {
+                    proposal.effect = Some(match execute(tx, &record, &proposal, now).await {
+                        Ok(()) => Effect::applied(),
+                        Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) => return Err(err),
+                        Err(err) => Effect::failed(err.to_string()),
+                    });
                 }
-                proposal.status = "closed".into();
+                proposal.status = ProposalStatus::Closed;
                 proposal.closed_at = Some(now);
-                proposal.outcome = Some(outcome.as_str().to_owned());
+                proposal.outcome = Some(outcome);
                 proposal.tally = Some((result.for_, result.against, result.abstain));
                 match keys.signer() {
                     Ok(signer) => {
@@ -430,12 +553,17 @@ impl Governance {
         })
         .await?;
         spawn_expansion(self.transactor.clone());
-        metrics::counter!("icn_gateway_governance_proposals_closed_total", "outcome" => closed.outcome.clone().unwrap_or_default())
-            .increment(1);
-        if closed.outcome.as_deref() == Some("Approved")
-            && closed.payload.get("type").and_then(Value::as_str) == Some("signing_key_rotation")
-        {
-            self.rotate_key().await?;
+        let outcome = closed.outcome.map_or("", Outcome::as_str);
+        metrics::counter!("icn_gateway_governance_proposals_closed_total", "outcome" => outcome).increment(1);
+        let applied = closed.effect.as_ref().is_some_and(|e| e.applied);
+        match &closed.payload {
+            ProposalPayload::Membership { .. } if applied => {
+                if let Some(observer) = &self.observer {
+                    observer.membership_changed(coop);
+                }
+            }
+            ProposalPayload::SigningKeyRotation if applied => self.rotate_key().await?,
+            _ => {}
         }
         Ok(closed)
     }
@@ -464,7 +592,7 @@ impl Governance {
     /// The receipt of a closed proposal, or why there is none.
     pub async fn proof(&self, coop: &CoopId, id: &str) -> Result<Value, Error> {
         let proposal = self.proposal(coop, id).await?;
-        if proposal.status != "closed" {
+        if proposal.status != ProposalStatus::Closed {
             return Err(Error::ReceiptUnavailable { reason: "not_closed".into() });
         }
         match self.reads.receipt(coop, id).await? {
@@ -509,6 +637,12 @@ impl Governance {
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 require_coop(tx, &record.coop_id).await?;
+                if tx.member(&record.coop_id, &record.delegate).await?.is_none() {
+                    return Err(Error::bad_request_field(
+                        "delegate",
+                        format!("{} is not a member of the cooperative", record.delegate),
+                    ));
+                }
                 tx.insert_delegation(&record).await?;
                 Ok(record)
             })
@@ -545,15 +679,18 @@ impl Governance {
         .await
     }
 
-    /// Closes every open proposal whose voting time has ended; returns how many.
+    /// Closes every open proposal whose voting time has ended; returns how many. Each is closed
+    /// on its own: one that cannot be closed now is logged and retried on the next sweep, and
+    /// never holds up the others.
     pub async fn sweep(&self) -> Result<usize, Error> {
         let due = self.reads.expired_proposals(self.clock.now_unix_secs()).await?;
         let mut closed = 0;
         for (coop, id) in due {
             match self.close(&coop, None, &id).await {
                 Ok(_) => closed += 1,
+                // Closed meanwhile by a member or another replica.
                 Err(Error::Conflict { .. }) => {}
-                Err(err) => return Err(err),
+                Err(err) => tracing::warn!(%coop, proposal = %id, "the sweeper could not close a proposal: {err}"),
             }
         }
         Ok(closed)
@@ -561,7 +698,7 @@ impl Governance {
 }
 
 async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &DomainRecord, now: u64) -> Result<(), Error> {
-    proposal.status = "open".into();
+    proposal.status = ProposalStatus::Open;
     proposal.opened_at = Some(now);
     proposal.closes_at = Some(now + proposal.voting_duration_secs);
     tx.update_proposal(proposal).await?;
@@ -612,102 +749,54 @@ async fn current_tally(
     Ok(tally(&member_strings(&domain.members), &votes, &delegations, &domain.domain_id, &proposal.id, now))
 }
 
-/// Executes an approved proposal's payload inside the close's transaction.
+/// Applies an approved proposal's effect inside the close's transaction. Every rule is checked
+/// before the first write, so an effect refused with a client error has written nothing and the
+/// close goes on without it.
 async fn execute(
     tx: &mut dyn Tx,
     coop: &crate::ports::CoopRecord,
     proposal: &ProposalRecord,
     now: u64,
 ) -> Result<(), Error> {
-    let payload = &proposal.payload;
-    let text = |key: &str| payload.get(key).and_then(Value::as_str);
-    match text("type") {
-        Some("membership") => {
-            let did = Did::parse(text("did").unwrap_or_default())
-                .map_err(|e| Error::Internal(format!("stored payload: {e}")))?;
-            let existing = tx.member(&coop.id, &did).await?;
-            match (text("action"), existing) {
-                (Some("add"), None) => {
-                    let role = text("role").and_then(Role::parse).unwrap_or(Role::Member);
-                    let member =
-                        crate::ports::MemberRecord { did: did.clone(), role, joined_at: now, credit_limit: None };
-                    tx.insert_member(&coop.id, &member).await?;
-                    emit(
-                        tx,
-                        &coop.id,
-                        CoopEventType::MemberAdded,
-                        now,
-                        json!({ "did": did.as_str(), "role": role.as_str(), "joined_at": now, "credit_limit": null }),
-                    )
-                    .await?;
-                }
-                (Some("remove"), Some(member)) => {
-                    if member.role == Role::Admin && tx.count_admins(&coop.id).await? <= 1 {
-                        return Err(Error::conflict("the approved proposal would remove the last admin"));
-                    }
-                    tx.delete_member(&coop.id, &did).await?;
-                    emit(tx, &coop.id, CoopEventType::MemberRemoved, now, json!({ "did": did.as_str() })).await?;
-                }
-                // Already a member / not a member: the approved change already holds.
-                _ => {}
-            }
-        }
-        Some("settings") => {
-            let mut settings = coop.settings.clone();
-            let changes = payload.get("settings").and_then(Value::as_object).cloned().unwrap_or_default();
-            for (key, value) in changes {
-                let amount =
-                    || Amount::parse_decimal(&value.to_string()).map_err(|e| Error::bad_request(format!("{key}: {e}")));
-                match key.as_str() {
-                    "default_currency" => {
-                        settings.default_currency =
-                            Currency::parse(value.as_str().unwrap_or_default()).map_err(Error::bad_request)?
-                    }
-                    "credit_limit" => settings.credit_limit = amount()?,
-                    "high_value_threshold" => settings.high_value_threshold = amount()?,
-                    "quorum_percent" => {
-                        settings.quorum_percent =
-                            value.as_u64().and_then(|v| u32::try_from(v).ok()).unwrap_or(settings.quorum_percent)
-                    }
-                    _ => {}
-                }
-            }
-            tx.update_settings(&coop.id, &settings).await?;
-            emit(tx, &coop.id, CoopEventType::SettingsUpdated, now, crate::coops::settings_json(&settings)).await?;
-        }
-        Some("budget") => {
-            let to = text("to").unwrap_or_default().to_owned();
-            let amount = payload.get("amount").map(Value::to_string).unwrap_or_default();
-            let amount = Amount::parse_payment(&amount).map_err(|e| Error::Internal(format!("stored payload: {e}")))?;
-            let currency = match text("currency") {
-                Some(c) => Currency::parse(c).map_err(|e| Error::Internal(format!("stored payload: {e}")))?,
-                None => coop.settings.default_currency.clone(),
+    match &proposal.payload {
+        ProposalPayload::Membership { action: MembershipAction::Add, did, role } => {
+            let member = MemberRecord {
+                did: did.clone(),
+                role: role.unwrap_or(Role::Member),
+                joined_at: now,
+                credit_limit: None,
             };
-            let payee = Did::parse(&to).map_err(|e| Error::Internal(format!("stored payload: {e}")))?;
-            if tx.member(&coop.id, &payee).await?.is_none() {
-                return Err(Error::conflict(format!("the budget's recipient {payee} is no longer a member")));
+            add_member_in(tx, &coop.id, &member, now).await
+        }
+        ProposalPayload::Membership { action: MembershipAction::Remove, did, .. } => {
+            remove_member_in(tx, &coop.id, did, now).await
+        }
+        ProposalPayload::Settings(patch) => update_settings_in(tx, &coop.id, patch, now).await.map(drop),
+        ProposalPayload::Budget { to, amount, currency } => {
+            let currency = currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
+            if tx.member(&coop.id, to).await?.is_none() {
+                return Err(Error::conflict(format!("the budget's recipient {to} is not a member")));
             }
             let treasury = treasury_account(&coop.id);
-            transfer(tx, &coop.id, &treasury, &to, amount, &currency, None).await?;
+            transfer(tx, &coop.id, &treasury, to.as_str(), *amount, &currency, None).await?;
             let record = TransactionRecord {
                 id: new_id(),
                 coop_id: coop.id.clone(),
                 kind: TransactionKind::Payment,
                 from: treasury,
-                to,
-                amount,
+                to: to.to_string(),
+                amount: *amount,
                 currency,
                 memo: Some(format!("budget: proposal {}", proposal.id)),
                 timestamp: now,
                 conversion: None,
             };
-            record_transaction(tx, &record, Some(&payee)).await?;
+            record_transaction(tx, &record, Some(to)).await
         }
-        // Text: nothing to execute. Key rotation: done by the service after the commit, since
-        // the new key must not sign before the decision that introduced it is durable.
-        _ => {}
+        // Key rotation: done by the service after the commit, since the new key must not sign
+        // before the decision that introduced it is durable.
+        ProposalPayload::SigningKeyRotation | ProposalPayload::Text { .. } => Ok(()),
     }
-    Ok(())
 }
 
 /// Receipt keys held in memory: for tests and embedders that manage key storage themselves.

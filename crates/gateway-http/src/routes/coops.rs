@@ -156,7 +156,6 @@ pub async fn create(
     let id = body.id.as_deref().map(common::coop_id).transpose()?;
     let request = NewCoop { id, name: body.name, coop_type: body.coop_type, description: body.description };
     let coop = state.coops.create(&caller.did, &token_coop, request).await?;
-    state.membership.invalidate(&coop.id);
     Ok(created(coop_json(&coop)))
 }
 
@@ -258,7 +257,6 @@ pub async fn add_member(
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &body.did)?;
     let member = state.coops.add_member(&coop, &did, role(body.role.as_deref())?).await?;
-    state.membership.invalidate(&coop);
     Ok(created(member_json(&member)))
 }
 
@@ -286,7 +284,6 @@ pub async fn remove_member(
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     state.coops.remove_member(&coop, &did).await?;
-    state.membership.invalidate(&coop);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -303,7 +300,6 @@ pub async fn set_role(
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     let member = state.coops.set_role(&coop, &did, role(Some(&body.role))?).await?;
-    state.membership.invalidate(&coop);
     Ok(Json(member_json(&member)))
 }
 
@@ -329,35 +325,10 @@ pub async fn update_settings(
     State(state): State<AppState>,
     caller: Authorized<CoopWrite>,
     Path(id): Path<String>,
-    Json(body): Json<SettingsBody>,
+    Json(body): Json<serde_json::Map<String, Value>>,
 ) -> ApiResult<Json<Value>> {
     let coop = common::path_coop(&caller, &id)?;
-    let fee_ppm = match body.conversion_fee_percent {
-        None => None,
-        Some(percent) => {
-            // percent × 10^4 = ppm; Amount micros = percent × 10^6, so ppm = micros / 100.
-            let micros = percent.micros();
-            if micros < 0 || micros % 100 != 0 || micros > 100_000_000 {
-                return Err(Error::bad_request_field(
-                    "conversion_fee_percent",
-                    "conversion_fee_percent is 0 to 100 with at most 4 decimals",
-                )
-                .into());
-            }
-            Some(u32::try_from(micros / 100).unwrap_or(u32::MAX))
-        }
-    };
-    let patch = SettingsPatch {
-        default_currency: body
-            .default_currency
-            .as_deref()
-            .map(|c| common::currency("default_currency", c))
-            .transpose()?,
-        credit_limit: body.credit_limit,
-        high_value_threshold: body.high_value_threshold,
-        conversion_fee_ppm: fee_ppm,
-        quorum_percent: body.quorum_percent,
-    };
+    let patch = SettingsPatch::from_wire(&body)?;
     Ok(Json(coop_json(&state.coops.update_settings(&coop, patch).await?)))
 }
 

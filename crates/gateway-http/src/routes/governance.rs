@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Did, Error};
-use gateway_domain::governance::{NewProposal, VotesView};
+use gateway_domain::governance::{DomainChange, NewDomain, NewProposal, Outcome, ProposalStatus, VotesView};
 use gateway_domain::ports::{DelegationRecord, DomainRecord, ProposalQuery, ProposalRecord};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -30,6 +30,19 @@ pub struct DomainBody {
     /// Quorum override, percent.
     pub quorum_percent: Option<u32>,
     /// Default rule: `majority`, `supermajority:<pct>` or `unanimous`.
+    pub rule: Option<String>,
+}
+
+/// Changing a domain: absent fields keep their value. The `coop` domain's members cannot be set.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DomainUpdateBody {
+    /// New display name.
+    pub name: Option<String>,
+    /// New member list (members of the coop).
+    pub members: Option<Vec<String>>,
+    /// New quorum override, percent.
+    pub quorum_percent: Option<u32>,
+    /// New default rule.
     pub rule: Option<String>,
 }
 
@@ -144,21 +157,24 @@ fn proposal_json(p: &ProposalRecord) -> Value {
         "domain_id": p.domain_id,
         "title": p.title,
         "description": p.description,
-        "payload": p.payload,
+        "payload": p.payload.to_json(),
         "rule": p.rule,
         "author": p.author.as_str(),
-        "status": p.status,
+        "status": p.status.as_str(),
         "voting_duration_secs": p.voting_duration_secs,
         "created_at": p.created_at,
         "opened_at": p.opened_at,
         "closes_at": p.closes_at,
         "closed_at": p.closed_at,
     });
-    if let (Some(outcome), Some((f, a, ab))) = (&p.outcome, p.tally) {
+    if let (Some(outcome), Some((f, a, ab))) = (p.outcome, p.tally) {
         let map = value.as_object_mut().expect("object");
-        map.insert("outcome".into(), json!(outcome));
-        map.insert("accepted".into(), json!(outcome == "Approved"));
+        map.insert("outcome".into(), json!(outcome.as_str()));
+        map.insert("accepted".into(), json!(outcome == Outcome::Approved));
         map.insert("tally".into(), json!({ "for": f, "against": a, "abstain": ab }));
+        // The effect of an approved proposal that acts on the coop; `null` for anything else.
+        let effect = p.effect.as_ref().map(|e| json!({ "applied": e.applied, "error": e.error }));
+        map.insert("effect".into(), effect.unwrap_or(Value::Null));
     }
     value
 }
@@ -189,31 +205,68 @@ fn created(value: Value) -> Response {
     (StatusCode::CREATED, axum::Json(value)).into_response()
 }
 
-/// Creates a governance domain in the token's coop.
+fn members(listed: &[String]) -> ApiResult<Vec<Did>> {
+    listed.iter().map(|m| common::did("members", m)).collect()
+}
+
+/// Creates a governance domain in the token's coop (coop admins only).
 #[utoipa::path(post, path = "/v1/gov/domains", tag = "governance", security(("bearer" = [])), request_body = DomainBody,
-    responses((status = 201, description = "The domain", body = Object), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "The domain", body = Object),
+              (status = 400, description = "A listed DID is not a member of the coop, or a bad field", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Not an admin of the coop (`details.reason = \"admin_only\"`)", body = crate::openapi::ErrorBody),
+              (status = 409, description = "The domain exists", body = crate::openapi::ErrorBody)))]
 pub async fn create_domain(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
     Json(body): Json<DomainBody>,
 ) -> ApiResult<Response> {
     let coop = caller.coop()?.clone();
-    let members = body.members.iter().map(|m| common::did("members", m)).collect::<ApiResult<Vec<_>>>()?;
-    let domain = state
-        .governance
-        .create_domain(&coop, body.domain_id, body.name, members, body.quorum_percent, body.rule)
-        .await?;
+    let request = NewDomain {
+        domain_id: body.domain_id,
+        name: body.name,
+        members: members(&body.members)?,
+        quorum_percent: body.quorum_percent,
+        rule: body.rule,
+    };
+    let domain = state.governance.create_domain(&coop, &caller.did, request).await?;
     Ok(created(domain_json(&domain)))
 }
 
-/// Domains of the token's coop.
-#[utoipa::path(get, path = "/v1/gov/domains", tag = "governance", security(("bearer" = [])),
-    responses((status = 200, description = "`{domains, pagination}`", body = Object)))]
-pub async fn list_domains(State(state): State<AppState>, caller: Authorized<GovRead>) -> ApiResult<Json<Value>> {
+/// Changes a governance domain of the token's coop (coop admins only).
+#[utoipa::path(put, path = "/v1/gov/domains/{id}", tag = "governance", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = DomainUpdateBody,
+    responses((status = 200, description = "The domain", body = Object),
+              (status = 400, description = "Members of the `coop` domain cannot be set, a listed DID is not a member, or a bad field", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Not an admin of the coop (`details.reason = \"admin_only\"`)", body = crate::openapi::ErrorBody),
+              (status = 404, description = "No such domain", body = crate::openapi::ErrorBody)))]
+pub async fn update_domain(
+    State(state): State<AppState>,
+    caller: Authorized<GovWrite>,
+    Path(id): Path<String>,
+    Json(body): Json<DomainUpdateBody>,
+) -> ApiResult<Json<Value>> {
     let coop = caller.coop()?.clone();
-    let domains = state.governance.domains(&coop).await?;
-    let page = gateway_core::PageRequest { limit: domains.len().max(1) as u32, offset: 0 };
-    let total = domains.len() as u64;
+    let change = DomainChange {
+        name: body.name,
+        members: body.members.as_deref().map(members).transpose()?,
+        quorum_percent: body.quorum_percent,
+        rule: body.rule,
+    };
+    Ok(Json(domain_json(&state.governance.update_domain(&coop, &caller.did, &id, change).await?)))
+}
+
+/// Domains of the token's coop, in id order.
+#[utoipa::path(get, path = "/v1/gov/domains", tag = "governance", security(("bearer" = [])), params(PageQuery),
+    responses((status = 200, description = "`{domains, pagination}`", body = Object),
+              (status = 400, description = "A `limit` or `offset` that is not a non-negative integer", body = crate::openapi::ErrorBody)))]
+pub async fn list_domains(
+    State(state): State<AppState>,
+    caller: Authorized<GovRead>,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?.clone();
+    let page = query.page()?;
+    let (domains, total) = state.governance.domains(&coop, page).await?;
     Ok(Json(Value::Object(list("domains", domains.iter().map(domain_json).collect(), page.info(total)))))
 }
 
@@ -279,15 +332,15 @@ async fn list_proposals_of(
 ) -> ApiResult<Json<Value>> {
     let coop = caller.coop()?.clone();
     let page = PageQuery { limit: filters.limit, offset: filters.offset }.page()?;
-    let mut status = filters.status.or(filters.state).map(|s| if s == "active" { "open".to_owned() } else { s });
-    if filters.active == Some(true) {
-        status = Some("open".into());
-    }
-    if let Some(s) = &status
-        && !matches!(s.as_str(), "draft" | "open" | "closed")
-    {
-        return Err(Error::bad_request_field("status", "status is draft, open, closed or active").into());
-    }
+    let status = match filters.status.or(filters.state).as_deref() {
+        _ if filters.active == Some(true) => Some(ProposalStatus::Open),
+        None => None,
+        Some("active") => Some(ProposalStatus::Open),
+        Some(text) => Some(
+            ProposalStatus::parse(text)
+                .ok_or_else(|| Error::bad_request_field("status", "status is draft, open, closed or active"))?,
+        ),
+    };
     let (items, total) =
         state.governance.proposals(ProposalQuery { coop, domain: filters.domain, status, page }).await?;
     Ok(Json(Value::Object(list("proposals", items.iter().map(proposal_json).collect(), page.info(total)))))

@@ -19,8 +19,11 @@ async fn setup(app: &TestApp) -> (String, Vec<String>) {
     (admin, members)
 }
 
+/// Opens a proposal: a text one in the `budget` domain, one that acts on the coop in `coop`.
 async fn proposal(app: &TestApp, token: &str, payload: Value) -> String {
-    let body = json!({ "domain_id": "budget", "title": "T", "description": "D", "payload": payload, "voting_duration_secs": 3600 });
+    let effects = ["membership", "settings", "budget", "signing_key_rotation"];
+    let domain = if payload["type"].as_str().is_some_and(|t| effects.contains(&t)) { "coop" } else { "budget" };
+    let body = json!({ "domain_id": domain, "title": "T", "description": "D", "payload": payload, "voting_duration_secs": 3600 });
     let created = app.post_as("/v1/gov/proposals", body, token).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     assert_eq!(created.body["status"], "draft");
@@ -228,7 +231,7 @@ async fn permissions_trust_and_validation() {
         .await
         .assert_error(409, "CONFLICT");
     let low =
-        app.post_as("/v1/gov/proposals", json!({ "domain_id": "d", "title": "T", "kind": "budget" }), &admin).await;
+        app.post_as("/v1/gov/proposals", json!({ "domain_id": "coop", "title": "T", "kind": "budget" }), &admin).await;
     low.assert_error(403, "INSUFFICIENT_TRUST");
     assert_eq!(low.body["details"]["required"], 0.4);
     let reader = app.token(2, "c1", &["gov:read"]).await;

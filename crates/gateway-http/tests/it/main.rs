@@ -4,6 +4,7 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod auth;
+mod authority;
 mod compute;
 mod coops;
 mod errors;

@@ -104,11 +104,14 @@ impl TestApp {
         anchors: Vec<Did>,
         receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
     ) -> Self {
-        Self::assemble(Backend::Memory, open_enrollment, cors, trust_default, anchors, receipt_keys).await.unwrap()
+        Self::assemble(Backend::Memory, open_enrollment, cors, trust_default, anchors, receipt_keys, Duration::ZERO)
+            .await
+            .unwrap()
     }
 
     /// The default test gateway (members-only enrollment, trust 0.9) on each store: memory,
-    /// a SQLite file and PostgreSQL (when `GATEWAY_TEST_POSTGRES_URL` is set).
+    /// a SQLite file and PostgreSQL (when `GATEWAY_TEST_POSTGRES_URL` is set). Membership answers
+    /// are cached for an hour, so a test sees a change only if the change invalidates the cache.
     pub async fn every_store() -> Vec<TestApp> {
         Self::every_store_with(false, 0.9, vec![]).await
     }
@@ -125,6 +128,7 @@ impl TestApp {
                 trust_default,
                 anchors.clone(),
                 keys,
+                Duration::from_secs(3600),
             )
             .await
             {
@@ -141,6 +145,7 @@ impl TestApp {
         trust_default: f64,
         anchors: Vec<Did>,
         receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
+        membership_ttl: Duration,
     ) -> Option<Self> {
         let clock = ManualClock::at_secs(START);
         let limiter_clock = gateway_limits::ManualClock::new();
@@ -166,7 +171,7 @@ impl TestApp {
             http: HttpConfig { cors, tls: false, version: "test" },
             clock: Arc::new(clock.clone()),
             limiter_clock: Arc::new(limiter_clock.clone()),
-            membership_ttl: Duration::ZERO,
+            membership_ttl,
             receipt_keys,
         };
         let state = gateway_http::state::assemble(store, options).await.unwrap();
@@ -224,12 +229,13 @@ impl TestApp {
     /// Creates `coop` with `admin_seed` as its admin and the other seeds as members; returns
     /// (admin token, member tokens) with every scope a role allows.
     pub async fn coop_with_members(&self, coop: &str, admin_seed: u8, member_seeds: &[u8]) -> (String, Vec<String>) {
-        let all = ALL_SCOPES;
-        let admin = self.token(admin_seed, coop, &all).await;
+        // As a founder must without open enrollment: bootstrap scopes, create, log in again.
+        let founder = self.token(admin_seed, coop, &["coop:read", "coop:write"]).await;
         let created = self
-            .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &admin)
+            .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &founder)
             .await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let admin = self.token(admin_seed, coop, &ALL_SCOPES).await;
         let mut members = Vec::new();
         for seed in member_seeds {
             let (_, did) = key(*seed);

@@ -204,7 +204,14 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 5).await;
     let members: Vec<_> = (0..5).map(did).collect();
-    f.governance.create_domain(&coop, "d".into(), "D".into(), members, None, None).await.unwrap();
+    let domain = gateway_domain::governance::NewDomain {
+        domain_id: "d".into(),
+        name: "D".into(),
+        members,
+        quorum_percent: None,
+        rule: None,
+    };
+    f.governance.create_domain(&coop, &did(0), domain).await.unwrap();
     let request = gateway_domain::governance::NewProposal {
         domain_id: "d".into(),
         title: "T".into(),
@@ -218,7 +225,7 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
         f.governance.vote(&coop, &did(n), &proposal.id, "for").await.unwrap();
     }
     let closed = f.governance.close(&coop, Some(&did(0)), &proposal.id).await.unwrap();
-    assert_eq!(closed.outcome.as_deref(), Some("Approved"));
+    assert_eq!(closed.outcome, Some(gateway_domain::governance::Outcome::Approved));
     assert_eq!(f.governance.proof(&coop, &proposal.id).await.unwrap()["tally"]["for"], 3);
     for n in 0..5 {
         let inbox = f.notifications.list(&did(n), false, PageRequest::default()).await.unwrap();
