@@ -17,6 +17,21 @@
 //! At most `queue_capacity` event frames are held in memory per connection; the rest stay in the
 //! cache or the store until the socket has room.
 //!
+//! A socket lives no longer than its right to read. When its token expires it gets
+//! `Shutdown{"token_expired", 0}` and close 1008. When its DID is removed from the coop (a
+//! `MemberRemoved` event for it, whoever removed it and on whichever replica) it gets
+//! `Shutdown{"membership_revoked", null}` and close 1008, and never the removal event or any
+//! later one. The removal is found two ways: in order, as the cursor reaches the event (from the
+//! cache or the store), and ahead of the cursor, from the hub's note of the removals among the
+//! events it cached, so that a connection behind its head learns of it as soon as it is
+//! committed. Events before the removal that are already queued, or that the cursor reaches
+//! within [`REVOKE_FLUSH`], are still sent first; then whatever is left is dropped, so the
+//! `Shutdown` frame goes out within a second of the commit. Only removals after the
+//! authentication's membership check count (a backfill may well carry an old removal of a DID
+//! that was added again since); in development mode (`open_enrollment`) the membership is never
+//! checked, and a removal ends nothing. Roles are not cached: the stream asks none, so a role
+//! change applies, trivially, from the next event.
+//!
 //! Time: deadlines use Tokio's clock (paused in tests). Token expiry compares the token's `exp`
 //! with the injected wall [`gateway_core::Clock`] when the Tokio timer computed from it fires,
 //! so a test moves both clocks, or uses a wall clock that follows Tokio's.
@@ -34,12 +49,12 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::ws::Utf8Bytes;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
-use gateway_core::CoopId;
+use gateway_core::{CoopId, Membership};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use crate::auth::{AuthFailure, Session, authenticate};
-use crate::hub::Subscription;
+use crate::auth::{AuthFailure, Session, authenticate, check_membership, removed_member};
+use crate::hub::{Subscription, Watch};
 use crate::metrics::ConnectionMetrics;
 use crate::protocol::{
     CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, CLOSE_TRY_AGAIN_LATER, ClientFrame, Frame, ServerFrame,
@@ -51,6 +66,16 @@ use crate::state::Shared;
 /// Control frames (pongs, errors, pings) a connection may queue beyond its event frames before a
 /// client that sends without reading is treated as lagged.
 const CONTROL_SLACK: usize = 64;
+
+/// Once a connection has seen its DID's removal, how long it may go on writing the events
+/// before the removal; then the rest is dropped and `Shutdown` goes out (the contract: within
+/// 1 s of the removal).
+pub(crate) const REVOKE_FLUSH: Duration = Duration::from_millis(500);
+
+/// `Shutdown.reason` when the socket's DID was removed from the coop.
+pub(crate) const REASON_MEMBERSHIP_REVOKED: &str = "membership_revoked";
+/// `Shutdown.reason` when the socket's token expired.
+pub(crate) const REASON_TOKEN_EXPIRED: &str = "token_expired";
 
 /// Serves one socket until it closes. `session` is set when the upgrade already authenticated
 /// (`?access_token=`); `path_coop` is the coop of the route (`None` for the short `/ws`).
@@ -136,6 +161,42 @@ struct Streaming {
     stalled: bool,
     /// When the token's `exp` is due by the wall clock, as a Tokio instant.
     expires_at: Instant,
+    /// The watch for the DID's removal; `None` when the membership was never checked. Boxed:
+    /// the phase stays small.
+    revocation: Option<Box<Revocation>>,
+}
+
+/// A connection's watch for the removal of its DID from the coop.
+struct Revocation {
+    /// A removal with a greater sequence number ends the socket: the authentication's
+    /// membership check saw every earlier one.
+    after: u64,
+    /// The hub's notes of removals have been looked at up to this sequence number.
+    checked: u64,
+    /// The removal, once seen.
+    removed: Option<Removed>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Removed {
+    /// The removal's sequence number: nothing from it on is sent.
+    seq: u64,
+    /// Until when events before the removal may still be written; `None` once passed.
+    flush_by: Option<Instant>,
+}
+
+impl Revocation {
+    /// Records a removal at `seq` (the earliest one wins).
+    fn removed_at(&mut self, seq: u64) {
+        match &mut self.removed {
+            Some(removed) => removed.seq = removed.seq.min(seq),
+            None => self.removed = Some(Removed { seq, flush_by: Some(Instant::now() + REVOKE_FLUSH) }),
+        }
+    }
+
+    fn removed_seq(&self) -> Option<u64> {
+        self.removed.map(|removed| removed.seq)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -293,10 +354,16 @@ where
         }
         match authenticate(&self.shared, token, self.path_coop.as_ref()).await {
             Ok(session) => self.start_streaming(session).await,
-            Err(AuthFailure::Unavailable(message)) => {
+            Err(failure) => self.refuse(failure),
+        }
+    }
+
+    fn refuse(&mut self, failure: AuthFailure) {
+        match failure {
+            AuthFailure::Unavailable(message) => {
                 self.begin_close(Some(ServerFrame::Error { message }), CLOSE_INTERNAL, "internal error", None)
             }
-            Err(failure) => {
+            failure => {
                 let frame = ServerFrame::AuthError { message: failure.message().to_owned() };
                 self.begin_close(Some(frame), CLOSE_POLICY, "authentication failed", None)
             }
@@ -310,6 +377,14 @@ where
             Ok(seq) => seq,
             Err(err) => return self.store_failed(&err),
         };
+        if session.membership_checked_at.is_some_and(|checked| current > checked) {
+            // Events were committed since the membership check (the upgrade took a while, or
+            // the coop is busy): one may be this DID's removal, which the live stream, starting
+            // after `current`, would not show. Check again.
+            if let Err(failure) = check_membership(&self.shared, &session.coop, &session.did).await {
+                return self.refuse(failure);
+            }
+        }
         self.out.push_server(&ServerFrame::AuthOk {
             did: session.did.to_string(),
             coop_id: session.coop.to_string(),
@@ -317,6 +392,9 @@ where
         });
         self.out.accepted_seq = current;
         let expires_at = self.expiry_instant(session.expires_at);
+        let revocation = session
+            .membership_checked_at
+            .map(|_| Box::new(Revocation { after: current, checked: current, removed: None }));
         self.phase = Phase::Streaming(Streaming {
             session,
             sub,
@@ -325,6 +403,7 @@ where
             backfill: None,
             stalled: false,
             expires_at,
+            revocation,
         });
     }
 
@@ -335,6 +414,10 @@ where
         };
         if s.backfill.is_some() {
             return self.error("a backfill is already in progress: wait for BackfillComplete".into());
+        }
+        if s.revocation.as_ref().is_some_and(|r| r.removed.is_some()) {
+            // The socket is closing for the removal of its DID: nothing more to send.
+            return;
         }
         let positions = async {
             let current = shared.reads.current_seq(&s.session.coop).await?;
@@ -349,33 +432,62 @@ where
         let after = after_seq.min(target);
         let pruned = if oldest == 0 { target > after } else { after + 1 < oldest };
         s.stalled = false;
-        s.live_start = target;
         if pruned {
+            // The cursor jumps to the target over events it never looked at.
+            if let Err(err) = recheck_membership(shared, s).await {
+                return self.store_failed(&err);
+            }
+            if s.revocation.as_ref().is_some_and(|r| r.removed.is_some()) {
+                return;
+            }
             // The contract: no events, and live delivery goes on from the current position.
+            s.live_start = target;
             s.cursor = target;
             out.push_server(&ServerFrame::BackfillTruncated {
                 oldest_seq: if oldest == 0 { target + 1 } else { oldest },
             });
         } else {
+            s.live_start = target;
             s.cursor = after;
             s.backfill = Some(Backfill { target, count: 0 });
         }
     }
 
     /// Moves events from the cache or the store into the outbox, in order from the cursor, as
-    /// far as the outbox has room; checks the lag limit first.
+    /// far as the outbox has room; checks the lag limit first. Stops before the removal of the
+    /// socket's DID and, once every event before it is queued, closes the socket.
     async fn fill(&mut self) {
         let capacity = self.shared.config.queue_capacity;
         let read_batch = self.shared.config.read_batch.max(1) as usize;
         let Self { phase, out, shared, .. } = self;
         let Phase::Streaming(s) = phase else { return };
         let head = s.sub.head();
-        if head.saturating_sub(out.accepted_seq.max(s.live_start)) > capacity as u64 {
+        if let Some(revocation) = &mut s.revocation
+            && revocation.removed.is_none()
+            && head > revocation.checked
+        {
+            // Ahead of the cursor: the hub noted every removal among the events up to `head`
+            // that it cached before publishing `head`.
+            let watch = Watch { did: s.session.did.as_str(), after: revocation.checked.max(revocation.after) };
+            if let Some(seq) = s.sub.removal(watch, head) {
+                revocation.removed_at(seq);
+            }
+            revocation.checked = head;
+        }
+        let removed = s.revocation.as_deref().and_then(Revocation::removed_seq);
+        if removed.is_none() && head.saturating_sub(out.accepted_seq.max(s.live_start)) > capacity as u64 {
             return self.lagged();
         }
         loop {
-            let limit = s.backfill.map_or(head, |b| b.target);
+            let removed = s.revocation.as_deref().and_then(Revocation::removed_seq);
+            let mut limit = s.backfill.map_or(head, |b| b.target);
+            if let Some(removed) = removed {
+                limit = limit.min(removed - 1);
+            }
             if s.cursor >= limit {
+                if removed.is_some() {
+                    return self.revoke(true);
+                }
                 if let Some(done) = s.backfill.take() {
                     out.push_server(&ServerFrame::BackfillComplete { count: done.count, current_seq: done.target });
                     continue;
@@ -387,10 +499,14 @@ where
                 return;
             }
             let want = room.min(read_batch).min((limit - s.cursor) as usize);
-            let cached = s.sub.read_cached(s.cursor + 1, want, out) as u64;
-            let pushed = if cached > 0 {
-                s.cursor += cached;
-                cached
+            let watch = s.revocation.as_ref().map(|r| Watch { did: s.session.did.as_str(), after: r.after });
+            let (cached, removal) = s.sub.read_cached(s.cursor + 1, want, watch, out);
+            let pushed = if cached > 0 || removal.is_some() {
+                s.cursor += cached as u64;
+                if let (Some(revocation), Some(seq)) = (&mut s.revocation, removal) {
+                    revocation.removed_at(seq);
+                }
+                cached as u64
             } else {
                 let events = match shared.reads.events_after(&s.session.coop, s.cursor, want as u32).await {
                     Ok(events) => events,
@@ -401,9 +517,20 @@ where
                     if event.seq != s.cursor + 1 {
                         break;
                     }
+                    if let Some(revocation) = &mut s.revocation
+                        && event.seq > revocation.after
+                        && removed_member(event) == Some(s.session.did.as_str())
+                    {
+                        revocation.removed_at(event.seq);
+                        break;
+                    }
                     out.push_event(event.seq, render_event(event));
                     s.cursor = event.seq;
                     pushed += 1;
+                }
+                if pushed == 0 && s.revocation.as_deref().and_then(Revocation::removed_seq) == Some(s.cursor + 1) {
+                    // Stopped at the removal itself.
+                    continue;
                 }
                 if pushed == 0 {
                     // The next event is missing: pruned (tell the client) or not yet visible.
@@ -417,6 +544,13 @@ where
                     if oldest != 0 && oldest <= s.cursor + 1 {
                         s.stalled = true;
                         return;
+                    }
+                    // The cursor jumps over pruned events it never looked at.
+                    if let Err(err) = recheck_membership(shared, s).await {
+                        return self.store_failed(&err);
+                    }
+                    if s.revocation.as_ref().is_some_and(|r| r.removed.is_some()) {
+                        continue;
                     }
                     let current = head.max(limit);
                     let oldest_seq = if oldest == 0 { current + 1 } else { oldest };
@@ -436,6 +570,18 @@ where
 
     fn on_timer(&mut self) -> ControlFlow<()> {
         let now = Instant::now();
+        if let Phase::Streaming(s) = &mut self.phase
+            && let Some(removed) = s.revocation.as_mut().and_then(|r| r.removed.as_mut())
+            && removed.flush_by.is_some_and(|flush_by| now >= flush_by)
+        {
+            // The events before the removal had their time: drop what is left of them.
+            removed.flush_by = None;
+            if self.closing.is_some() {
+                self.out.drop_events();
+            } else {
+                self.revoke(false);
+            }
+        }
         if let Some(deadline) = self.closing {
             return if now >= deadline { ControlFlow::Break(()) } else { ControlFlow::Continue(()) };
         }
@@ -456,7 +602,7 @@ where
             Phase::Streaming(s) => now >= s.expires_at && self.shared.clock.now_unix_secs() >= s.session.expires_at,
         };
         if expired {
-            let frame = ServerFrame::AuthError { message: "token expired".into() };
+            let frame = ServerFrame::Shutdown { reason: REASON_TOKEN_EXPIRED.into(), reconnect_after_ms: Some(0) };
             self.begin_close(Some(frame), CLOSE_POLICY, "token expired", None);
             return ControlFlow::Continue(());
         }
@@ -484,7 +630,7 @@ where
     /// due and is re-armed, which costs less than re-arming on every frame.
     fn arm_timer(&mut self) {
         let config = &self.shared.config;
-        let deadline = match self.closing {
+        let mut deadline = match self.closing {
             Some(deadline) => deadline,
             None => {
                 let base = self.next_ping.min(self.last_seen + config.idle_timeout);
@@ -494,6 +640,11 @@ where
                 }
             }
         };
+        if let Phase::Streaming(s) = &self.phase
+            && let Some(flush_by) = s.revocation.as_ref().and_then(|r| r.removed).and_then(|r| r.flush_by)
+        {
+            deadline = deadline.min(flush_by);
+        }
         if self.timer.is_elapsed() || deadline < self.timer_at {
             self.timer.as_mut().reset(deadline);
             self.timer_at = deadline;
@@ -525,6 +676,22 @@ where
         self.begin_close(Some(frame), CLOSE_INTERNAL, "internal error", None);
     }
 
+    /// The socket's DID was removed from the coop: `Shutdown{membership_revoked}` and close
+    /// 1008, after the events before the removal that are queued (`keep_events`; they were the
+    /// member's to read) or instead of them (their time is up).
+    fn revoke(&mut self, keep_events: bool) {
+        if let Phase::Streaming(s) = &self.phase {
+            tracing::debug!(coop = %s.session.coop, did = %s.session.did, "event stream: membership revoked");
+        }
+        if !keep_events {
+            self.out.clear();
+        }
+        let frame = ServerFrame::Shutdown { reason: REASON_MEMBERSHIP_REVOKED.into(), reconnect_after_ms: None };
+        self.out.push_server(&frame);
+        self.out.push_control(Frame::close(CLOSE_POLICY, "membership revoked"));
+        self.closing = Some(Instant::now() + self.shared.config.close_timeout);
+    }
+
     /// Drops whatever is still queued, queues `frame` and a close frame, and gives the socket
     /// until `deadline` (default: the close timeout) to take them.
     fn begin_close(&mut self, frame: Option<ServerFrame>, code: u16, reason: &'static str, deadline: Option<Instant>) {
@@ -535,6 +702,18 @@ where
         self.out.push_control(Frame::close(code, reason));
         self.closing = Some(deadline.unwrap_or_else(|| Instant::now() + self.shared.config.close_timeout));
     }
+}
+
+/// Checks again that the socket's DID is a member, before its cursor jumps over events it never
+/// looked at (they may hold its removal); records a removal right after the cursor if not.
+async fn recheck_membership(shared: &Shared, s: &mut Streaming) -> Result<(), gateway_core::Error> {
+    let Some(revocation) = &mut s.revocation else { return Ok(()) };
+    if revocation.removed.is_none()
+        && !matches!(shared.membership.membership(&s.session.coop, &s.session.did).await?, Membership::Member(_))
+    {
+        revocation.removed_at(s.cursor + 1);
+    }
+    Ok(())
 }
 
 async fn shutdown_started(signal: &mut Option<ShutdownSignal>) {
@@ -594,6 +773,12 @@ impl Outbox {
         self.frames.clear();
         self.events = 0;
         self.overflowed = false;
+    }
+
+    /// Drops the queued event frames, keeping the others (a `Shutdown` and a close frame).
+    fn drop_events(&mut self) {
+        self.frames.retain(|item| item.seq == 0);
+        self.events = 0;
     }
 
     fn is_drained(&self) -> bool {

@@ -12,7 +12,9 @@
 //! reconnects).
 //!
 //! The hub does not decide what a connection sends or when: connections keep their own cursor
-//! and fall back to the store for anything older than the cache.
+//! and fall back to the store for anything older than the cache. It does note, once per event,
+//! which cached events remove a member (`MemberRemoved`), so that a connection learns of its
+//! own DID's removal as soon as the head moves past it, however far behind its cursor is.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::{Entry, HashMap};
@@ -27,6 +29,7 @@ use gateway_domain::ports::{EventFeed, EventReads};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, watch};
 
+use crate::auth::removed_member;
 use crate::protocol::render_event;
 
 /// How long the fetcher waits before retrying after the store failed.
@@ -202,10 +205,34 @@ impl Subscription {
     }
 
     /// Appends the cached frames of events `from ..` (at most `max`) to `out` as
-    /// `(seq, frame)` pairs; returns how many. Zero when `from` is not cached.
-    pub(crate) fn read_cached(&self, from: u64, max: usize, out: &mut impl Extend<(u64, Utf8Bytes)>) -> usize {
-        self.feed.cache.read().expect("cache poisoned").copy_from(from, max, out)
+    /// `(seq, frame)` pairs, stopping before the first event that removes `watch`'s DID;
+    /// returns how many, and the sequence number of that removal when the copy stopped at it.
+    /// `(0, None)` when `from` is not cached.
+    pub(crate) fn read_cached(
+        &self,
+        from: u64,
+        max: usize,
+        watch: Option<Watch<'_>>,
+        out: &mut impl Extend<(u64, Utf8Bytes)>,
+    ) -> (usize, Option<u64>) {
+        self.feed.cache.read().expect("cache poisoned").copy_from(from, max, watch, out)
     }
+
+    /// The first cached event in `(watch.after, upto]` that removes `watch`'s DID. Removals
+    /// older than the cache are not seen here (a connection meets them when it reads them).
+    pub(crate) fn removal(&self, watch: Watch<'_>, upto: u64) -> Option<u64> {
+        self.feed.cache.read().expect("cache poisoned").first_removal(watch, upto)
+    }
+}
+
+/// Whose removal from the coop a connection looks out for: its DID, and the sequence number
+/// after which a `MemberRemoved` of that DID counts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch<'a> {
+    /// The connection's DID.
+    pub(crate) did: &'a str,
+    /// Removals with a greater sequence number count.
+    pub(crate) after: u64,
 }
 
 impl Drop for Subscription {
@@ -256,7 +283,7 @@ async fn fetch(reads: Arc<dyn EventReads>, feed: Arc<CoopFeed>, settings: HubSet
                     {
                         let mut cache = feed.cache.write().expect("cache poisoned");
                         for event in &events {
-                            cache.push(event.seq, render_event(event), settings);
+                            cache.push(event.seq, render_event(event), removed_member(event), settings);
                         }
                     }
                     head = last;
@@ -281,6 +308,9 @@ struct EventCache {
     first_seq: u64,
     frames: VecDeque<Utf8Bytes>,
     bytes: usize,
+    /// The `MemberRemoved` events among `frames`, by sequence number, with the DID each
+    /// removes. Few: a scan is cheaper than an index.
+    removals: VecDeque<(u64, Box<str>)>,
 }
 
 impl EventCache {
@@ -288,15 +318,19 @@ impl EventCache {
         self.first_seq + self.frames.len() as u64
     }
 
-    fn push(&mut self, seq: u64, frame: Utf8Bytes, settings: HubSettings) {
+    fn push(&mut self, seq: u64, frame: Utf8Bytes, removes: Option<&str>, settings: HubSettings) {
         if self.frames.is_empty() || seq != self.next_seq() {
             // A gap (events pruned before we read them) or the first event: restart the run.
             self.frames.clear();
+            self.removals.clear();
             self.bytes = 0;
             self.first_seq = seq;
         }
         self.bytes += frame.len();
         self.frames.push_back(frame);
+        if let Some(did) = removes {
+            self.removals.push_back((seq, did.into()));
+        }
         while self.frames.len() > settings.cache_events.max(1)
             || (self.bytes > settings.cache_bytes && self.frames.len() > 1)
         {
@@ -305,16 +339,39 @@ impl EventCache {
                 self.first_seq += 1;
             }
         }
+        while self.removals.front().is_some_and(|(seq, _)| *seq < self.first_seq) {
+            self.removals.pop_front();
+        }
     }
 
-    fn copy_from(&self, from: u64, max: usize, out: &mut impl Extend<(u64, Utf8Bytes)>) -> usize {
+    fn first_removal(&self, watch: Watch<'_>, upto: u64) -> Option<u64> {
+        self.removals
+            .iter()
+            .find(|(seq, did)| *seq > watch.after && *seq <= upto && &**did == watch.did)
+            .map(|(seq, _)| *seq)
+    }
+
+    fn copy_from(
+        &self,
+        from: u64,
+        max: usize,
+        watch: Option<Watch<'_>>,
+        out: &mut impl Extend<(u64, Utf8Bytes)>,
+    ) -> (usize, Option<u64>) {
         if from < self.first_seq || from >= self.next_seq() {
-            return 0;
+            return (0, None);
         }
         let start = (from - self.first_seq) as usize;
-        let n = max.min(self.frames.len() - start);
+        let mut n = max.min(self.frames.len() - start);
+        let removal = watch.and_then(|watch| {
+            let after = watch.after.max(from - 1);
+            self.first_removal(Watch { after, ..watch }, from + n as u64 - 1)
+        });
+        if let Some(seq) = removal {
+            n = (seq - from) as usize;
+        }
         out.extend(self.frames.range(start..start + n).enumerate().map(|(i, f)| (from + i as u64, f.clone())));
-        n
+        (n, removal)
     }
 }
 
@@ -329,7 +386,7 @@ mod tests {
 
     fn frames(cache: &EventCache, from: u64, max: usize) -> Vec<u64> {
         let mut out = Vec::new();
-        cache.copy_from(from, max, &mut out);
+        cache.copy_from(from, max, None, &mut out);
         out.into_iter().map(|(seq, _)| seq).collect()
     }
 
@@ -339,14 +396,14 @@ mod tests {
         let mut cache = EventCache::default();
         assert!(frames(&cache, 1, 10).is_empty());
         for seq in 1..=5 {
-            cache.push(seq, Utf8Bytes::from(format!("e{seq}")), s);
+            cache.push(seq, Utf8Bytes::from(format!("e{seq}")), None, s);
         }
         assert_eq!(frames(&cache, 2, 10), Vec::<u64>::new(), "evicted");
         assert_eq!(frames(&cache, 3, 10), vec![3, 4, 5]);
         assert_eq!(frames(&cache, 4, 1), vec![4]);
         assert!(frames(&cache, 6, 10).is_empty(), "not yet there");
         // A gap restarts the window rather than serving a hole.
-        cache.push(9, Utf8Bytes::from("e9"), s);
+        cache.push(9, Utf8Bytes::from("e9"), None, s);
         assert!(frames(&cache, 5, 10).is_empty());
         assert_eq!(frames(&cache, 9, 10), vec![9]);
     }
@@ -356,11 +413,43 @@ mod tests {
         let s = settings(100, 10);
         let mut cache = EventCache::default();
         for seq in 1..=5 {
-            cache.push(seq, Utf8Bytes::from("abcd"), s);
+            cache.push(seq, Utf8Bytes::from("abcd"), None, s);
         }
         assert!(frames(&cache, 3, 10).is_empty());
         assert_eq!(frames(&cache, 4, 10), vec![4, 5]);
         assert_eq!(cache.bytes, 8);
+    }
+
+    #[test]
+    fn the_cache_notes_removals_and_copies_stop_before_the_watched_one() {
+        let s = settings(4, 1 << 20);
+        let mut cache = EventCache::default();
+        for seq in 1..=4 {
+            let removes = match seq {
+                2 => Some("did:key:zA"),
+                3 => Some("did:key:zB"),
+                _ => None,
+            };
+            cache.push(seq, Utf8Bytes::from(format!("e{seq}")), removes, s);
+        }
+        let watch = |did, after| Some(Watch { did, after });
+        let mut out = Vec::new();
+        assert_eq!(cache.copy_from(1, 10, watch("did:key:zB", 0), &mut out), (2, Some(3)));
+        assert_eq!(out.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), vec![1, 2], "zA's removal is not zB's");
+        assert_eq!(cache.copy_from(3, 10, watch("did:key:zB", 0), &mut Vec::new()), (0, Some(3)));
+        // A removal up to `after` predates the watch.
+        assert_eq!(cache.copy_from(1, 10, watch("did:key:zB", 3), &mut Vec::new()), (4, None));
+        assert_eq!(cache.copy_from(1, 10, None, &mut Vec::new()), (4, None));
+        assert_eq!(cache.first_removal(Watch { did: "did:key:zA", after: 0 }, 4), Some(2));
+        assert_eq!(cache.first_removal(Watch { did: "did:key:zA", after: 0 }, 1), None, "beyond `upto`");
+        // Eviction forgets the removals it evicts.
+        cache.push(5, Utf8Bytes::from("e5"), None, s);
+        cache.push(6, Utf8Bytes::from("e6"), None, s);
+        assert_eq!(cache.first_removal(Watch { did: "did:key:zA", after: 0 }, 6), None);
+        assert_eq!(cache.first_removal(Watch { did: "did:key:zB", after: 0 }, 6), Some(3));
+        // So does a restart after a gap.
+        cache.push(9, Utf8Bytes::from("e9"), None, s);
+        assert_eq!(cache.first_removal(Watch { did: "did:key:zB", after: 0 }, 9), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -382,7 +471,7 @@ mod tests {
         }
         assert_eq!(store.reads_after() - reads_before, 1, "one store read for both subscribers");
         let mut out = Vec::new();
-        assert_eq!(b.read_cached(4, 10, &mut out), 2);
+        assert_eq!(b.read_cached(4, 10, None, &mut out), (2, None));
         assert_eq!(out[0].0, 4);
         assert!(out[0].1.as_str().contains(r#""seq":4"#));
         drop(a);

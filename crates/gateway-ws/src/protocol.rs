@@ -13,7 +13,8 @@ use gateway_domain::ports::EventRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Close code after a failed or expired authentication (RFC 6455 "policy violation").
+/// Close code after a failed authentication, an expired token or a revoked membership (RFC 6455
+/// "policy violation").
 pub const CLOSE_POLICY: u16 = 1008;
 /// Close code of a consumer that fell too far behind ("try again later"), reason `lagged`.
 pub const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
@@ -70,7 +71,7 @@ pub enum ServerFrame {
         /// The highest sequence number assigned so far (0 when none).
         current_seq: u64,
     },
-    /// Authentication failed or the token expired; a close frame with code 1008 follows.
+    /// Authentication failed or timed out; a close frame with code 1008 follows.
     AuthError {
         /// Why.
         message: String,
@@ -102,11 +103,15 @@ pub enum ServerFrame {
     },
     /// The answer to a client `Ping`.
     Pong,
-    /// The gateway is stopping; a close frame follows.
+    /// The socket ends, and a close frame follows: the gateway is stopping (the operator's
+    /// reason, close 1001), the socket's DID was removed from the coop (`membership_revoked`,
+    /// `null`: do not reconnect; close 1008), or its token expired (`token_expired`, `0`: log
+    /// in again and reconnect; close 1008).
     Shutdown {
         /// Why.
         reason: String,
-        /// When to reconnect, if the operator said.
+        /// When to reconnect; `null` when the operator did not say, or when reconnecting is
+        /// pointless.
         reconnect_after_ms: Option<u64>,
     },
 }

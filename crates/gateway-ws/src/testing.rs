@@ -82,6 +82,30 @@ impl FakeStore {
         seq
     }
 
+    /// Removes `did` from `coop` and writes its `MemberRemoved` event in the same step, as the
+    /// domain does; signals it unless `silently`; returns the event's seq.
+    pub(crate) fn remove_member(&self, coop: &CoopId, did: &Did, silently: bool) -> u64 {
+        let seq = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.members.remove(&(coop.clone(), did.clone()));
+            let seq = inner.counters.get(coop).unwrap_or(&0) + 1;
+            let record = EventRecord {
+                coop_id: coop.clone(),
+                seq,
+                event_type: "MemberRemoved".into(),
+                timestamp: inner.now,
+                data: json!({ "did": did.as_str() }),
+            };
+            inner.events.entry(coop.clone()).or_default().push(record);
+            inner.counters.insert(coop.clone(), seq);
+            seq
+        };
+        if !silently {
+            let _ = self.feed.send(CoopSignal { coop_id: coop.clone(), seq });
+        }
+        seq
+    }
+
     pub(crate) fn set_time(&self, unix_secs: u64) {
         self.inner.lock().unwrap().now = unix_secs;
     }

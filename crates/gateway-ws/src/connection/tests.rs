@@ -192,8 +192,11 @@ async fn an_expiring_token_closes_the_socket() {
     loop {
         match client.next().await {
             Seen::Ping => client.send_raw(Frame::Pong(Bytes::new())).await,
-            Seen::Server(ServerFrame::AuthError { message }) => {
-                assert_eq!(message, "token expired");
+            Seen::Server(frame) => {
+                assert_eq!(
+                    frame,
+                    ServerFrame::Shutdown { reason: "token_expired".into(), reconnect_after_ms: Some(0) }
+                );
                 break;
             }
             other => panic!("{other:?}"),
@@ -201,6 +204,144 @@ async fn an_expiring_token_closes_the_socket() {
     }
     assert_eq!(started.elapsed(), Duration::from_secs(100));
     assert_eq!(client.next().await, Seen::Close(1008, "token expired".into()));
+    assert_eq!(client.next().await, Seen::Gone);
+}
+
+fn membership_revoked() -> Seen {
+    Seen::Server(ServerFrame::Shutdown { reason: "membership_revoked".into(), reconnect_after_ms: None })
+}
+
+/// Reads the end of a revoked socket: `Shutdown{membership_revoked}`, close 1008, nothing more.
+async fn expect_revoked(client: &mut Client) {
+    assert_eq!(client.next().await, membership_revoked());
+    assert_eq!(client.next().await, Seen::Close(1008, "membership revoked".into()));
+    assert_eq!(client.next().await, Seen::Gone);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_removed_members_sockets_are_shut_down_and_other_members_keep_streaming() {
+    let rig = Rig::new(WsConfig::default());
+    let other = did(2);
+    rig.store.add_member(&rig.coop, &other);
+    rig.store.append(&rig.coop, 2);
+    // Two sockets of the removed DID (both routes) and one of another member.
+    let mut removed = rig.connect(Some(rig.coop.clone()));
+    assert_eq!(removed.auth(rig.member_token()).await, 2);
+    let mut removed_short = rig.connect(None);
+    assert_eq!(removed_short.auth(rig.member_token()).await, 2);
+    let mut staying = rig.connect(Some(rig.coop.clone()));
+    assert_eq!(staying.auth(rig.token(&other, Some(&rig.coop))).await, 2);
+    rig.store.append(&rig.coop, 1);
+    for client in [&mut removed, &mut removed_short, &mut staying] {
+        assert_eq!(client.event().await, 3);
+    }
+    let started = Instant::now();
+    assert_eq!(rig.store.remove_member(&rig.coop, &rig.member, false), 4);
+    rig.store.append(&rig.coop, 1);
+    for client in [&mut removed, &mut removed_short] {
+        expect_revoked(client).await;
+    }
+    assert!(started.elapsed() < crate::connection::REVOKE_FLUSH, "at once, not at the flush deadline");
+    match staying.server_frame().await {
+        ServerFrame::Event { seq: 4, event } => {
+            assert_eq!(event.event_type, "MemberRemoved");
+            assert_eq!(event.data, json!({ "did": rig.member.as_str() }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(staying.event().await, 5);
+    rig.store.append(&rig.coop, 1);
+    assert_eq!(staying.event().await, 6);
+    assert_eq!(rig.state.shutdown_handle().active_connections(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_removed_member_far_behind_its_head_is_shut_down_within_a_second() {
+    let rig = Rig::new(WsConfig { queue_capacity: 16, ..WsConfig::default() });
+    // A socket that holds one frame, and a client that does not read: 16 events queue up, as
+    // many as the lag limit allows.
+    let mut client = rig.connect_with(Some(rig.coop.clone()), None, 1);
+    client.auth(rig.member_token()).await;
+    rig.store.append(&rig.coop, 16);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let started = Instant::now();
+    // The removal and later events put the head beyond the lag limit: the removal, seen ahead
+    // of the cursor, decides how the socket ends (not `lagged`).
+    assert_eq!(rig.store.remove_member(&rig.coop, &rig.member, false), 17);
+    rig.store.append(&rig.coop, 5);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // What the socket already held, in order; the rest of the 16 was dropped at the flush
+    // deadline, so the Shutdown frame comes right after.
+    let mut seen = Vec::new();
+    let end = loop {
+        match client.next().await {
+            Seen::Server(ServerFrame::Event { seq, .. }) => seen.push(seq),
+            other => break other,
+        }
+    };
+    assert_eq!(end, membership_revoked());
+    assert_eq!(seen, (1..=seen.len() as u64).collect::<Vec<_>>(), "a prefix");
+    assert!(seen.len() < 8, "the queued events were dropped, {} were sent", seen.len());
+    assert_eq!(client.next().await, Seen::Close(1008, "membership revoked".into()));
+    assert_eq!(client.next().await, Seen::Gone);
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reading_member_gets_every_event_before_its_removal_and_none_after() {
+    // A small cache and a burst: the removal is read from the store, in order.
+    let rig = Rig::new(WsConfig { read_batch: 4, cache_events: 4, ..WsConfig::default() });
+    let mut client = rig.connect(Some(rig.coop.clone()));
+    client.auth(rig.member_token()).await;
+    rig.store.append_silently(&rig.coop, 10);
+    rig.store.remove_member(&rig.coop, &rig.member, true);
+    rig.store.append(&rig.coop, 20);
+    for seq in 1..=10 {
+        assert_eq!(client.event().await, seq);
+    }
+    expect_revoked(&mut client).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_old_removal_in_a_backfill_does_not_end_the_socket() {
+    let rig = Rig::new(WsConfig::default());
+    rig.store.append(&rig.coop, 2);
+    // Removed (seq 3) and added again, before this socket authenticated.
+    rig.store.remove_member(&rig.coop, &rig.member, false);
+    rig.store.add_member(&rig.coop, &rig.member);
+    rig.store.append(&rig.coop, 1);
+    let mut client = rig.connect(Some(rig.coop.clone()));
+    assert_eq!(client.auth(rig.member_token()).await, 4);
+    client.send(ClientFrame::Backfill { after_seq: 0 }).await;
+    for seq in 1..=4 {
+        assert_eq!(client.event().await, seq);
+    }
+    assert_eq!(client.server_frame().await, ServerFrame::BackfillComplete { count: 4, current_seq: 4 });
+    rig.store.append(&rig.coop, 1);
+    assert_eq!(client.event().await, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_removal_between_the_membership_check_and_auth_ok_refuses_the_socket() {
+    let rig = Rig::new(WsConfig::default());
+    // The upgrade's token is checked, then the member is removed before the socket starts.
+    let session = authenticate(&rig.state.shared, &rig.member_token(), Some(&rig.coop)).await.unwrap();
+    assert_eq!(session.membership_checked_at, Some(0));
+    rig.store.remove_member(&rig.coop, &rig.member, false);
+    let mut client = rig.connect_with(Some(rig.coop.clone()), Some(session), 64);
+    let frame = expect_refusal(&mut client, 1008).await;
+    assert_eq!(frame, ServerFrame::AuthError { message: "not a member of cooperative 'c1'".into() });
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_open_enrollment_a_removal_ends_no_socket() {
+    let rig = Rig::build(WsConfig::default(), true, 3600);
+    let mut client = rig.connect(Some(rig.coop.clone()));
+    client.auth(rig.member_token()).await;
+    rig.store.remove_member(&rig.coop, &rig.member, false);
+    rig.store.append(&rig.coop, 1);
+    assert_eq!(client.event().await, 1);
+    assert_eq!(client.event().await, 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,14 +1,16 @@
 //! Two replicas on one PostgreSQL schema: a client of replica A receives, in order and without
 //! gaps, the events written through replica B (LISTEN/NOTIFY wakes A's hub; A reads the outbox by
-//! sequence number). Runs only when `GATEWAY_TEST_POSTGRES_URL` is set.
+//! sequence number), and a member removed through replica B loses its sockets on replica A.
+//! Runs only when `GATEWAY_TEST_POSTGRES_URL` is set.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use gateway_store::{Store, StoreSpec};
 use gateway_ws::WsConfig;
-use gateway_ws::protocol::ServerFrame;
+use gateway_ws::protocol::{ClientFrame, ServerFrame};
 
-use crate::support::{Domain, Server, postgres_url};
+use crate::support::{Domain, Server, did, postgres_url};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
@@ -48,4 +50,36 @@ async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
     for writer in writers {
         writer.await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_removed_on_one_replica_loses_its_sockets_on_the_other() {
+    let Some(url) = postgres_url().await else {
+        eprintln!("GATEWAY_TEST_POSTGRES_URL is not set: skipping the two-replica removal test");
+        return;
+    };
+    let store_a = Arc::new(Store::open(&StoreSpec::Postgres(url.clone())).await.unwrap());
+    let store_b = Arc::new(Store::open(&StoreSpec::Postgres(url)).await.unwrap());
+    let replica_a = Server::serve(store_a, WsConfig::default(), None).await;
+    let replica_b = Domain::over(store_b).await;
+
+    let coop = replica_b.coop("pg-coop").await;
+    let mut removed = replica_a.connect("/v1/ws/pg-coop").await;
+    assert_eq!(removed.auth(replica_a.member_token(&coop)).await, 2);
+    let mut staying = replica_a.connect("/v1/ws/pg-coop").await;
+    assert_eq!(staying.auth(replica_a.token(&did(0), Some(&coop))).await, 2);
+    replica_b.pay(&coop).await; // 3
+    assert_eq!(removed.event().await.0, 3);
+    assert_eq!(staying.event().await.0, 3);
+
+    let started = std::time::Instant::now();
+    replica_b.coops.remove_member(&coop, &did(1)).await.unwrap(); // 4
+    replica_b.coops.add_member(&coop, &did(2), gateway_core::Role::Member).await.unwrap(); // 5
+    assert_eq!(removed.revoked().await, Vec::<u64>::new(), "no event from the removal on");
+    assert!(started.elapsed() < Duration::from_secs(1), "shut down after {:?}", started.elapsed());
+    assert_eq!(staying.event().await, (4, "MemberRemoved".into()));
+    assert_eq!(staying.event().await, (5, "MemberAdded".into()));
+    // Still open, and nothing else pending.
+    staying.send(&ClientFrame::Ping).await;
+    assert_eq!(staying.frame().await, ServerFrame::Pong);
 }

@@ -1,10 +1,11 @@
 //! The stream over real sockets and a real store (SQLite in memory and in a file): events from
 //! domain operations, reconnect and backfill, truncation after pruning, the lag limit,
-//! shutdown, coop isolation and the HTTP-level rejections.
+//! shutdown, the end of a removed member's sockets and of an expired token's, coop isolation
+//! and the HTTP-level rejections.
 
 use std::time::Duration;
 
-use gateway_core::{ManualClock, SystemClock};
+use gateway_core::{Clock, ManualClock, Role, SystemClock};
 use gateway_domain::ports::EventReads;
 use gateway_ws::protocol::{ClientFrame, ServerFrame};
 use gateway_ws::{Retention, WsConfig};
@@ -315,4 +316,100 @@ async fn the_openapi_document_describes_both_routes_and_the_router_merges() {
     let server = Server::start(Backend::Memory).await;
     let _merged: axum::Router =
         axum::Router::new().fallback(|| async { "fallback" }).merge(gateway_ws::router(server.state.clone()));
+}
+
+/// The admin removes a member: both of its sockets (either route) get
+/// `Shutdown{membership_revoked}` and close 1008 within a second, and no event from the removal
+/// on; another member's socket streams on, and a role change does not interrupt it.
+async fn a_removed_members_sockets_are_shut_down(backend: Backend) {
+    let server = Server::start(backend).await;
+    let coop = server.domain.coop("c1").await;
+    server.domain.coops.add_member(&coop, &did(2), Role::Member).await.unwrap(); // seq 3
+    let leaving = server.token(&did(2), Some(&coop));
+    let mut removed = server.connect("/v1/ws/c1").await;
+    assert_eq!(removed.auth(leaving.clone()).await, 3);
+    let mut removed_short = server.connect(&format!("/ws?access_token={leaving}")).await;
+    assert!(matches!(removed_short.frame().await, ServerFrame::AuthOk { current_seq: 3, .. }));
+    let mut staying = server.connect("/v1/ws/c1").await;
+    assert_eq!(staying.auth(server.member_token(&coop)).await, 3);
+    server.domain.pay(&coop).await; // 4
+    for client in [&mut removed, &mut removed_short, &mut staying] {
+        assert_eq!(client.event().await, (4, "PaymentCreated".into()));
+    }
+
+    let started = std::time::Instant::now();
+    server.domain.coops.remove_member(&coop, &did(2)).await.unwrap(); // 5
+    server.domain.pay(&coop).await; // 6
+    for client in [&mut removed, &mut removed_short] {
+        assert_eq!(client.revoked().await, Vec::<u64>::new(), "no event from the removal on");
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "shut down after {:?}", started.elapsed());
+
+    match staying.frame().await {
+        ServerFrame::Event { seq: 5, event } => {
+            assert_eq!(event.event_type, "MemberRemoved");
+            assert_eq!(event.data["did"], Value::from(did(2).to_string()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(staying.event().await, (6, "PaymentCreated".into()));
+    // A role change applies from the next event; the stream asks no role, so it goes on.
+    server.domain.coops.set_role(&coop, &did(1), Role::Admin).await.unwrap(); // 7
+    server.domain.pay(&coop).await; // 8
+    assert_eq!(staying.event().await, (7, "RoleUpdated".into()));
+    assert_eq!(staying.event().await, (8, "PaymentCreated".into()));
+    // The removed DID's token no longer opens the stream.
+    let mut again = server.connect("/v1/ws/c1").await;
+    again.send(&ClientFrame::Auth { token: leaving }).await;
+    assert!(matches!(again.frame().await, ServerFrame::AuthError { .. }));
+    assert_eq!(again.next().await, Received::Close(1008, "authentication failed".into()));
+}
+
+#[tokio::test]
+async fn memory_a_removed_members_sockets_are_shut_down_and_others_keep_streaming() {
+    a_removed_members_sockets_are_shut_down(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn sqlite_file_a_removed_members_sockets_are_shut_down_and_others_keep_streaming() {
+    a_removed_members_sockets_are_shut_down(Backend::SqliteFile).await;
+}
+
+#[tokio::test]
+async fn a_member_removed_by_an_approved_proposal_is_shut_down() {
+    let server = Server::start(Backend::Memory).await;
+    let coop = server.domain.coop("c1").await;
+    let mut removed = server.connect("/v1/ws/c1").await;
+    assert_eq!(removed.auth(server.member_token(&coop)).await, 2);
+    let mut admin = server.connect("/v1/ws/c1").await;
+    assert_eq!(admin.auth(server.token(&did(0), Some(&coop))).await, 2);
+    let started = std::time::Instant::now();
+    let removal = server.domain.remove_by_proposal(&coop, &did(1)).await;
+    // The governance events before the removal, then the end; not the removal nor the close.
+    assert_eq!(removed.revoked().await, (3..removal).collect::<Vec<_>>());
+    assert!(started.elapsed() < Duration::from_secs(1), "shut down after {:?}", started.elapsed());
+    for seq in 3..removal {
+        assert_eq!(admin.event().await.0, seq);
+    }
+    assert_eq!(admin.event().await, (removal, "MemberRemoved".into()));
+    assert_eq!(admin.event().await, (removal + 1, "GovernanceProposalClosed".into()));
+}
+
+#[tokio::test]
+async fn a_socket_is_shut_down_when_its_token_expires() {
+    let server = Server::start(Backend::Memory).await;
+    let coop = server.domain.coop("c1").await;
+    let issued = server.short_lived_token(&did(1), &coop, 1);
+    let mut client = server.connect("/v1/ws/c1").await;
+    assert_eq!(client.auth(issued.token).await, 2);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        client.next().await,
+        Received::Frame(ServerFrame::Shutdown { reason: "token_expired".into(), reconnect_after_ms: Some(0) })
+    );
+    assert_eq!(client.next().await, Received::Close(1008, "token expired".into()));
+    assert_eq!(client.next().await, Received::Gone);
+    // At `exp` by the wall clock, not before, and not long after.
+    assert!(SystemClock.now_unix_millis() >= issued.expires_at * 1000);
+    assert!(started.elapsed() < Duration::from_secs(2), "closed after {:?}", started.elapsed());
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use gateway_auth::{TokenConfig, TokenService};
+use gateway_auth::{IssuedToken, TokenConfig, TokenService};
 use gateway_core::{Amount, Clock, CoopId, Did, Role, ScopeSet, SystemClock};
 use gateway_domain::coops::{Coops, NewCoop};
+use gateway_domain::governance::{Governance, MemoryReceiptKeys, NewProposal};
 use gateway_domain::ledger::{Ledger, PaymentRequest};
 use gateway_domain::trust::TrustGraph;
 use gateway_store::{Store, StoreSpec};
@@ -35,6 +36,7 @@ pub struct Domain {
     pub store: Arc<Store>,
     pub coops: Coops,
     pub ledger: Ledger,
+    pub governance: Governance,
     /// Alternates the payment direction so balances stay within the credit limit.
     flip: std::sync::atomic::AtomicBool,
 }
@@ -44,9 +46,11 @@ impl Domain {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let edges = gateway_domain::ports::TrustReads::all_edges(store.as_ref()).await.unwrap();
         let graph = Arc::new(TrustGraph::new(vec![], 0.9, edges));
+        let keys = Arc::new(MemoryReceiptKeys::unavailable("no_keystore"));
         Self {
             coops: Coops::new(store.clone(), store.clone(), store.clone(), clock.clone()),
-            ledger: Ledger::new(store.clone(), store.clone(), graph, clock),
+            ledger: Ledger::new(store.clone(), store.clone(), graph.clone(), clock.clone()),
+            governance: Governance::new(store.clone(), store.clone(), graph, keys, clock),
             store,
             flip: Default::default(),
         }
@@ -59,6 +63,31 @@ impl Domain {
         self.coops.create(&did(0), &coop, request).await.unwrap();
         self.coops.add_member(&coop, &did(1), Role::Member).await.unwrap();
         coop
+    }
+
+    /// Removes `who` from `coop` by an approved proposal: a domain of the admin alone, a
+    /// membership proposal opened at once, the admin's vote for it, and the close that executes
+    /// it. Events: domain, proposal created, opened, vote, then `MemberRemoved` and the close.
+    /// Returns the `MemberRemoved` event's seq.
+    pub async fn remove_by_proposal(&self, coop: &CoopId, who: &Did) -> u64 {
+        let (admin, board) = (did(0), "board".to_owned());
+        self.governance
+            .create_domain(coop, board.clone(), "Board".into(), vec![admin.clone()], None, None)
+            .await
+            .unwrap();
+        let request = NewProposal {
+            domain_id: board,
+            title: format!("Remove {who}"),
+            description: String::new(),
+            payload: serde_json::json!({ "type": "membership", "action": "remove", "did": who.as_str() }),
+            rule: None,
+            voting_duration_secs: None,
+        };
+        let proposal = self.governance.create_proposal(coop, &admin, request, true).await.unwrap();
+        self.governance.vote(coop, &admin, &proposal.id, "for").await.unwrap();
+        let closed = self.governance.close(coop, Some(&admin), &proposal.id).await.unwrap();
+        assert_eq!(closed.outcome.as_deref(), Some("Approved"));
+        gateway_domain::ports::EventReads::current_seq(self.store.as_ref(), coop).await.unwrap() - 1
     }
 
     /// One payment between the two members: one `PaymentCreated` event.
@@ -145,6 +174,13 @@ impl Server {
         self.token(&did(1), Some(coop))
     }
 
+    /// A token the server accepts (the same secret) that expires `ttl_secs` from now.
+    pub fn short_lived_token(&self, did: &Did, coop: &CoopId, ttl_secs: u64) -> IssuedToken {
+        let config = TokenConfig { ttl_secs, ..TokenConfig::with_secret("w".repeat(32)) };
+        let tokens = TokenService::new(config, Arc::new(SystemClock)).unwrap();
+        tokens.issue(did, Some(coop), ScopeSet::EMPTY)
+    }
+
     pub async fn connect(&self, path: &str) -> Client {
         Client::connect(self.addr, path, None).await
     }
@@ -224,6 +260,23 @@ impl Client {
             ServerFrame::AuthOk { current_seq, .. } => current_seq,
             other => panic!("expected AuthOk, got {other:?}"),
         }
+    }
+
+    /// Reads the end of a socket whose DID was removed from the coop: the events still sent
+    /// (returned, by seq), then `Shutdown{membership_revoked, null}`, close 1008, and nothing.
+    pub async fn revoked(&mut self) -> Vec<u64> {
+        let mut events = Vec::new();
+        let end = loop {
+            match self.next().await {
+                Received::Frame(ServerFrame::Event { seq, .. }) => events.push(seq),
+                other => break other,
+            }
+        };
+        let shutdown = ServerFrame::Shutdown { reason: "membership_revoked".into(), reconnect_after_ms: None };
+        assert_eq!(end, Received::Frame(shutdown));
+        assert_eq!(self.next().await, Received::Close(1008, "membership revoked".into()));
+        assert_eq!(self.next().await, Received::Gone);
+        events
     }
 
     /// The next event's sequence number and type.
