@@ -251,6 +251,15 @@ impl Error {
         }
     }
 
+    /// An authorization failure whose `details.reason` is a machine code (`identity_only`,
+    /// `not_the_executor`, …) and whose message is for humans.
+    pub fn denied(reason_code: &'static str, message: impl Into<String>) -> Self {
+        Error::AuthorizationFailed {
+            message: message.into(),
+            detail: AuthorizationDetail::Reason(reason_code.to_owned()),
+        }
+    }
+
     /// A conflict with a reason.
     pub fn conflict(reason: impl Into<String>) -> Self {
         Error::Conflict { reason: reason.into() }
@@ -292,6 +301,15 @@ mod tests {
         assert_eq!(Error::conflict("dup").code().as_str(), "CONFLICT");
         assert_eq!(ErrorCode::RateLimitExceeded.status(), 429);
         assert_eq!(ErrorCode::ReceiptUnavailable.status(), 404);
+    }
+
+    #[test]
+    fn denied_keeps_the_reason_code_apart_from_the_message() {
+        let e = Error::denied("identity_only", "this token is identity-only");
+        assert_eq!(e.to_string(), "this token is identity-only");
+        assert!(
+            matches!(e, Error::AuthorizationFailed { detail: AuthorizationDetail::Reason(r), .. } if r == "identity_only")
+        );
     }
 
     #[test]
