@@ -118,15 +118,9 @@ impl TestApp {
         let mut apps = Vec::new();
         for backend in [Backend::Memory, Backend::SqliteFile, Backend::Postgres] {
             let keys = Arc::new(gateway_domain::governance::MemoryReceiptKeys::new(SigningKey::from_bytes(&[77; 32])));
-            if let Some(app) = Self::assemble(
-                backend,
-                open_enrollment,
-                CorsMode::Development,
-                trust_default,
-                anchors.clone(),
-                keys,
-            )
-            .await
+            if let Some(app) =
+                Self::assemble(backend, open_enrollment, CorsMode::Development, trust_default, anchors.clone(), keys)
+                    .await
             {
                 apps.push(app);
             }
@@ -223,13 +217,16 @@ impl TestApp {
 
     /// Creates `coop` with `admin_seed` as its admin and the other seeds as members; returns
     /// (admin token, member tokens) with every scope a role allows.
+    ///
+    /// The admin logs in twice: for a coop that does not exist yet the scope policy grants only
+    /// `coop:read`/`coop:write` (unless enrollment is open), then, once admin, every scope.
     pub async fn coop_with_members(&self, coop: &str, admin_seed: u8, member_seeds: &[u8]) -> (String, Vec<String>) {
-        let all = ALL_SCOPES;
-        let admin = self.token(admin_seed, coop, &all).await;
+        let founder = self.token(admin_seed, coop, &["coop:read", "coop:write"]).await;
         let created = self
-            .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &admin)
+            .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &founder)
             .await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let admin = self.token(admin_seed, coop, &ALL_SCOPES).await;
         let mut members = Vec::new();
         for seed in member_seeds {
             let (_, did) = key(*seed);
