@@ -402,15 +402,17 @@ pub trait NotificationTx: Send {
     /// fresh id) and removes it, in order; returns how many notifications were created. Two
     /// concurrent calls never expand the same fan-out twice.
     async fn expand_notification_fanouts(&mut self) -> Result<u64, Error>;
-    /// Marks one of the recipient's notifications read; `None` when it is not theirs.
+    /// Marks one of the recipient's notifications of `coop` read; `None` when it is not theirs
+    /// or concerns another coop.
     async fn mark_notification_read(
         &mut self,
         recipient: &Did,
+        coop: &CoopId,
         id: &str,
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error>;
-    /// Marks all of the recipient's unread notifications read; returns how many.
-    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error>;
+    /// Marks all of the recipient's unread notifications of `coop` read; returns how many.
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error>;
 }
 
 /// Cooperative and member writes (and reads that must see the transaction).
@@ -675,10 +677,12 @@ pub trait CoopReads: Send + Sync + fmt::Debug {
 /// Notification reads.
 #[async_trait]
 pub trait NotificationReads: Send + Sync + fmt::Debug {
-    /// A page of the recipient's notifications (newest first), the total, and the unread count.
+    /// A page of the recipient's notifications of `coop` (newest first), their total, and the
+    /// recipient's unread count in `coop`.
     async fn notifications(
         &self,
         recipient: &Did,
+        coop: &CoopId,
         unread_only: bool,
         page: PageRequest,
     ) -> Result<(Vec<NotificationRecord>, u64, u64), Error>;

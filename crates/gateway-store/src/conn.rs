@@ -755,25 +755,29 @@ impl NotificationTx for Conn<'_> {
     async fn mark_notification_read(
         &mut self,
         recipient: &Did,
+        coop: &CoopId,
         id: &str,
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error> {
         self.execute(
-            "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND id = $2 AND read_at IS NULL",
-            args![recipient.as_str(), id, to_i64(at)?],
+            "UPDATE notifications SET read_at = $4 WHERE recipient = $1 AND coop_id = $2 AND id = $3 AND read_at IS NULL",
+            args![recipient.as_str(), coop.as_str(), id, to_i64(at)?],
         )
         .await
         .map(|_| ())?;
-        let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND id = $2");
-        let row: Option<NotificationRow> = self.fetch_optional(&sql, args![recipient.as_str(), id]).await?;
+        let sql = format!(
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND coop_id = $2 AND id = $3"
+        );
+        let row: Option<NotificationRow> =
+            self.fetch_optional(&sql, args![recipient.as_str(), coop.as_str(), id]).await?;
         row.map(notification_from_row).transpose()
     }
 
-    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error> {
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error> {
         let done = self
             .execute(
-                "UPDATE notifications SET read_at = $2 WHERE recipient = $1 AND read_at IS NULL",
-                args![recipient.as_str(), to_i64(at)?],
+                "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND coop_id = $2 AND read_at IS NULL",
+                args![recipient.as_str(), coop.as_str(), to_i64(at)?],
             )
             .await?;
         Ok(done)

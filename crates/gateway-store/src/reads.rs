@@ -226,22 +226,28 @@ impl NotificationReads for Store {
     async fn notifications(
         &self,
         recipient: &Did,
+        coop: &CoopId,
         unread_only: bool,
         page: PageRequest,
     ) -> Result<(Vec<NotificationRecord>, u64, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        let filter = if unread_only { "recipient = $1 AND read_at IS NULL" } else { "recipient = $1" };
+        let mine = "recipient = $1 AND coop_id = $2";
+        let filter = if unread_only { format!("{mine} AND read_at IS NULL") } else { mine.to_owned() };
         let list = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3"
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $3 OFFSET $4"
         );
-        let rows: Vec<NotificationRow> = self.read_all(&list, args![recipient.as_str(), limit, offset]).await?;
+        let rows: Vec<NotificationRow> =
+            self.read_all(&list, args![recipient.as_str(), coop.as_str(), limit, offset]).await?;
         let total: i64 = self
-            .read_one(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"), args![recipient.as_str()])
+            .read_one(
+                &format!("SELECT COUNT(*) FROM notifications WHERE {filter}"),
+                args![recipient.as_str(), coop.as_str()],
+            )
             .await?;
         let unread: i64 = self
             .read_one(
-                "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL",
-                args![recipient.as_str()],
+                &format!("SELECT COUNT(*) FROM notifications WHERE {mine} AND read_at IS NULL"),
+                args![recipient.as_str(), coop.as_str()],
             )
             .await?;
         Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))

@@ -11,5 +11,6 @@ mod governance;
 mod headers;
 mod ledger;
 mod limits;
+mod notifications;
 mod support;
 mod trust;
