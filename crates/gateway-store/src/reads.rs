@@ -7,7 +7,7 @@ use gateway_domain::ports::transaction;
 use gateway_domain::ports::{
     ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads,
     MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
-    TaskRecord, TransactionRecord, TrustEdge, TrustReads,
+    TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
 
 use crate::conn::{Arg, Conn, Db, Row};
@@ -372,15 +372,15 @@ impl ComputeReads for Store {
     async fn tasks(
         &self,
         coop: &CoopId,
-        statuses: &[&str],
+        statuses: &[TaskStatus],
         page: PageRequest,
     ) -> Result<(Vec<TaskRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        // Statuses come from a fixed list in the domain, never from clients, so they are inlined.
+        // Statuses are the domain's enum, spelled by `as_str`, never client text: inlined.
         let filter = if statuses.is_empty() {
             "coop_id = $1".to_owned()
         } else {
-            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.replace('\'', ""))).collect();
+            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
             format!("coop_id = $1 AND status IN ({})", list.join(", "))
         };
         let sql = format!(
@@ -396,16 +396,22 @@ impl ComputeReads for Store {
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
         let rows: Vec<(String, String)> = self
             .read_all(
-                "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
-             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1",
-                args![i64::from(limit)],
+                "SELECT coop_id, task_id FROM compute_tasks WHERE status = $1 \
+             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $2",
+                args![TaskStatus::Pending.as_str(), i64::from(limit)],
             )
             .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
     async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = self.read_all("SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500", args![to_i64(now)?]).await?;
+        let rows: Vec<(String, String)> = self
+            .read_all(
+                "SELECT coop_id, task_id FROM compute_tasks WHERE status IN ($1, $2) AND deadline <= $3 \
+                 ORDER BY deadline LIMIT 500",
+                args![TaskStatus::Claimed.as_str(), TaskStatus::Running.as_str(), to_i64(now)?],
+            )
+            .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 }
