@@ -220,6 +220,8 @@ pub(crate) enum TrustCommand {
     Edges {
         /// The DID.
         did: Did,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 

@@ -48,7 +48,7 @@ pub(crate) async fn run(
     gateway_ws::metrics::describe_metrics();
 
     let store =
-        Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {:?}", config.store))?);
+        Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {}", config.store))?);
     let cors = if config.dev {
         CorsMode::Development
     } else {

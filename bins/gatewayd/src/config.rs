@@ -176,8 +176,8 @@ pub(crate) struct TlsFiles {
     pub(crate) key: PathBuf,
 }
 
-/// The resolved configuration.
-#[derive(Debug)]
+/// The resolved configuration. Its `Debug` form is [`GatewayConfig::summary`], which never
+/// holds a secret.
 pub(crate) struct GatewayConfig {
     /// API address.
     pub(crate) listen: SocketAddr,
@@ -230,6 +230,7 @@ impl GatewayConfig {
             .unwrap_or_else(|| if dev { "memory".to_owned() } else { "sqlite:gateway.db".to_owned() });
         let store = store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)?;
         if let Some(url) = settings.redis.as_ref().or(file.redis.as_ref()) {
+            let url = gateway_store::redact_url(url);
             bail!(
                 "--redis {url}: sharing challenges and rate-limit state through Redis is not supported yet; each gateway keeps them in memory. Run without --redis (with several replicas, route a client's login requests to one replica)"
             );
@@ -289,10 +290,11 @@ impl GatewayConfig {
         })
     }
 
-    /// A human-readable summary with secrets redacted, for `config check` and start-up logs.
+    /// A human-readable summary with secrets redacted (the JWT secret by its length, a database
+    /// password as `***`), for `config check` and start-up logs.
     pub(crate) fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {:?}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -309,6 +311,12 @@ impl GatewayConfig {
             self.builtin_executor,
             self.dev,
         )
+    }
+}
+
+impl std::fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary())
     }
 }
 
@@ -369,6 +377,19 @@ mod tests {
         let err = GatewayConfig::resolve(Settings { redis: Some("redis://127.0.0.1:6379".into()), ..settings() })
             .unwrap_err();
         assert!(err.to_string().contains("not supported yet"), "{err}");
+    }
+
+    #[test]
+    fn database_passwords_are_never_printed() {
+        let store = "postgres://gw:s3cret-pw@db.example:5432/gateway".to_owned();
+        let config = GatewayConfig::resolve(Settings { store: Some(store), ..settings() }).unwrap();
+        for printed in [config.summary(), format!("{config:?}")] {
+            assert!(printed.contains("store = postgres://gw:***@db.example:5432/gateway"), "{printed}");
+            assert!(!printed.contains("s3cret-pw") && !printed.contains(&"x".repeat(32)), "{printed}");
+        }
+        let err = GatewayConfig::resolve(Settings { redis: Some("redis://:r3dis-pw@cache:6379".into()), ..settings() })
+            .unwrap_err();
+        assert!(!err.to_string().contains("r3dis-pw"), "{err}");
     }
 
     #[test]

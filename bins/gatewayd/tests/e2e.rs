@@ -67,3 +67,30 @@ fn an_empty_secret_stops_start_up_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("JWT secret is empty"), "{stderr}");
 }
+
+/// `gatewayd config check` prints the configuration without the database password, and a
+/// store that cannot be opened is reported without it too.
+#[test]
+fn config_check_and_start_up_errors_hide_the_database_password() {
+    let url = "postgres://gateway:pa55-w0rd-secret@127.0.0.1:1/gw?connect_timeout=1";
+    let check = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["--store", url, "config", "check"])
+        .env("ICN_GATEWAY_JWT_SECRET", "x".repeat(32))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+    assert!(check.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("store = postgres://gateway:***@127.0.0.1:1/gw?connect_timeout=1"), "{stdout}");
+    assert!(!stdout.contains("pa55-w0rd") && !stderr.contains("pa55-w0rd"), "{stdout}{stderr}");
+    assert!(!stdout.contains(&"x".repeat(32)), "{stdout}");
+
+    let serve = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["--store", url, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .env("ICN_GATEWAY_JWT_SECRET", "x".repeat(32))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&serve.stdout), String::from_utf8_lossy(&serve.stderr));
+    assert!(!serve.status.success(), "nothing listens on port 1: {stdout}{stderr}");
+    assert!(stderr.contains("opening the store postgres://gateway:***@127.0.0.1:1/gw"), "{stderr}");
+    assert!(!stdout.contains("pa55-w0rd") && !stderr.contains("pa55-w0rd"), "{stdout}{stderr}");
+}

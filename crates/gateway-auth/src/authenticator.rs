@@ -33,7 +33,8 @@ pub struct LoginRequest {
     pub coop_id: Option<String>,
     /// Requested scopes; absent for an identity-only token.
     pub scopes: Option<Vec<String>>,
-    /// Which challenge was signed; without it every outstanding one of the DID is tried.
+    /// Which challenge was signed (consumed, success or not); without it the DID's outstanding
+    /// challenges are tried and only the one the signature verifies is consumed.
     pub challenge_id: Option<String>,
 }
 
@@ -150,16 +151,7 @@ impl Authenticator {
         };
         let signature =
             decode_signature_hex(&request.signature).inspect_err(|_| failure("invalid_signature_encoding"))?;
-        let now = self.clock.now_unix_millis();
-        let candidates = self.challenges.take(did.as_str(), request.challenge_id.as_deref(), now).await?;
-        if candidates.is_empty() {
-            failure(AuthError::UnknownChallenge.reason());
-            return Err(AuthError::UnknownChallenge.into());
-        }
-        if !candidates.iter().any(|c| verify_nonce_signature(&key, &c.nonce, &signature)) {
-            failure(AuthError::BadSignature.reason());
-            return Err(AuthError::BadSignature.into());
-        }
+        self.consume_challenge(&did, &key, request.challenge_id.as_deref(), &signature).await?;
         let granted = match &coop_id {
             Some(coop) => self.policy.grant(&did, coop, scopes).await.inspect_err(|_| failure("scopes_refused"))?,
             None => ScopeSet::EMPTY,
@@ -167,6 +159,54 @@ impl Authenticator {
         let token = self.tokens.issue(&did, coop_id.as_ref(), granted);
         Ok(LoginResult { did, coop_id, token })
     }
+}
+
+impl Authenticator {
+    /// Finds and consumes the challenge a verify is made against. Named by `challenge_id`: that
+    /// challenge is consumed whether or not the signature verifies. Unnamed: the outstanding
+    /// challenges of the DID are looked at, and only the one whose nonce the signature verifies
+    /// is consumed; when none does, nothing is, so a stranger who knows a DID cannot burn its
+    /// challenges with bad signatures.
+    async fn consume_challenge(
+        &self,
+        did: &Did,
+        key: &gateway_core::Ed25519PublicKey,
+        challenge_id: Option<&str>,
+        signature: &[u8; 64],
+    ) -> Result<(), Error> {
+        let now = self.clock.now_unix_millis();
+        match challenge_id {
+            Some(id) => {
+                let taken = self.challenges.take(did.as_str(), id, now).await?;
+                let challenge = taken.ok_or_else(|| refuse(AuthError::UnknownChallenge))?;
+                if !verify_nonce_signature(key, &challenge.nonce, signature) {
+                    return Err(refuse(AuthError::BadSignature));
+                }
+            }
+            None => {
+                let outstanding = self.challenges.outstanding(did.as_str(), now).await?;
+                if outstanding.is_empty() {
+                    return Err(refuse(AuthError::UnknownChallenge));
+                }
+                let signed = outstanding
+                    .into_iter()
+                    .find(|c| verify_nonce_signature(key, &c.nonce, signature))
+                    .ok_or_else(|| refuse(AuthError::BadSignature))?;
+                // Another verify of the same signature may have consumed it meanwhile: once only.
+                self.challenges
+                    .take(did.as_str(), &signed.id, now)
+                    .await?
+                    .ok_or_else(|| refuse(AuthError::UnknownChallenge))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts a refused login and turns it into the one 401 answer.
+fn refuse(err: AuthError) -> Error {
+    failure(err.reason());
+    err.into()
 }
 
 fn failure(reason: &'static str) {

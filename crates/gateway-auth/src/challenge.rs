@@ -1,4 +1,4 @@
-//! Outstanding login challenges: issued with a lifetime, consumed by the first verify attempt.
+//! Outstanding login challenges: issued with a lifetime, each consumed at most once.
 //!
 //! [`ChallengeStore`] is a trait so that replicas can share challenges through Redis; the
 //! [`MemoryChallengeStore`] here serves a single gateway. Its memory is bounded twice: a cap on
@@ -43,10 +43,14 @@ pub trait ChallengeStore: Send + Sync + fmt::Debug {
     /// Stores a newly issued challenge; `now_millis` lets the store drop expired ones.
     async fn insert(&self, challenge: Challenge, now_millis: u64) -> Result<(), Error>;
 
-    /// Removes and returns the challenges a verify attempt is made against: the one named `id`
-    /// if given (only when it belongs to `did`), else every outstanding challenge of `did`.
-    /// Expired challenges are removed but never returned.
-    async fn take(&self, did: &str, id: Option<&str>, now_millis: u64) -> Result<Vec<Challenge>, Error>;
+    /// The unexpired outstanding challenges of `did`, oldest first, left in place: a verify
+    /// without `challenge_id` looks for the one its signature verifies before consuming it.
+    async fn outstanding(&self, did: &str, now_millis: u64) -> Result<Vec<Challenge>, Error>;
+
+    /// Removes and returns the challenge `id` when it belongs to `did` and has not expired (an
+    /// atomic get-and-delete: of concurrent calls, at most one gets it). A challenge of another
+    /// DID is neither returned nor removed.
+    async fn take(&self, did: &str, id: &str, now_millis: u64) -> Result<Option<Challenge>, Error>;
 }
 
 /// Bounds of the in-memory store.
@@ -60,7 +64,7 @@ pub struct ChallengeLimits {
 
 impl Default for ChallengeLimits {
     fn default() -> Self {
-        Self { max_total: 100_000, max_per_did: 8 }
+        Self { max_total: 100_000, max_per_did: 32 }
     }
 }
 
@@ -150,17 +154,25 @@ impl ChallengeStore for MemoryChallengeStore {
         Ok(())
     }
 
-    async fn take(&self, did: &str, id: Option<&str>, now_millis: u64) -> Result<Vec<Challenge>, Error> {
+    async fn outstanding(&self, did: &str, now_millis: u64) -> Result<Vec<Challenge>, Error> {
         let mut inner = self.inner.lock().expect("challenge store lock");
         inner.prune(now_millis, self.limits.max_total);
-        let ids: Vec<String> = match id {
-            Some(id) => match inner.by_id.get(id) {
-                Some(c) if c.did == did => vec![id.to_owned()],
-                _ => Vec::new(),
-            },
-            None => inner.by_did.get(did).cloned().unwrap_or_default(),
-        };
-        Ok(ids.iter().filter_map(|id| inner.remove(id)).filter(|c| c.expires_at_millis > now_millis).collect())
+        let ids = inner.by_did.get(did).cloned().unwrap_or_default();
+        Ok(ids
+            .iter()
+            .filter_map(|id| inner.by_id.get(id))
+            .filter(|c| c.expires_at_millis > now_millis)
+            .cloned()
+            .collect())
+    }
+
+    async fn take(&self, did: &str, id: &str, now_millis: u64) -> Result<Option<Challenge>, Error> {
+        let mut inner = self.inner.lock().expect("challenge store lock");
+        inner.prune(now_millis, self.limits.max_total);
+        if inner.by_id.get(id).is_none_or(|c| c.did != did) {
+            return Ok(None);
+        }
+        Ok(inner.remove(id).filter(|c| c.expires_at_millis > now_millis))
     }
 }
 
@@ -172,6 +184,10 @@ mod tests {
         Challenge { id: id.into(), did: did.into(), nonce: format!("n-{id}"), expires_at_millis: expires }
     }
 
+    fn ids(challenges: Vec<Challenge>) -> Vec<String> {
+        challenges.into_iter().map(|c| c.id).collect()
+    }
+
     #[tokio::test]
     async fn single_use_and_several_per_did() {
         let store = MemoryChallengeStore::default();
@@ -179,12 +195,14 @@ mod tests {
         store.insert(challenge("b", "did:x:1", 1000), 0).await.unwrap();
         store.insert(challenge("c", "did:x:2", 1000), 0).await.unwrap();
         // By id, only for its own DID; a foreign DID neither gets nor consumes it.
-        assert!(store.take("did:x:2", Some("a"), 10).await.unwrap().is_empty());
-        assert_eq!(store.take("did:x:1", Some("a"), 10).await.unwrap().len(), 1);
-        assert!(store.take("did:x:1", Some("a"), 10).await.unwrap().is_empty());
-        // Without id, every outstanding one of the DID, once.
-        assert_eq!(store.take("did:x:1", None, 10).await.unwrap()[0].id, "b");
-        assert!(store.take("did:x:1", None, 10).await.unwrap().is_empty());
+        assert!(store.take("did:x:2", "a", 10).await.unwrap().is_none());
+        assert_eq!(store.take("did:x:1", "a", 10).await.unwrap().unwrap().id, "a");
+        assert!(store.take("did:x:1", "a", 10).await.unwrap().is_none());
+        // Looking at the outstanding ones consumes nothing.
+        assert_eq!(ids(store.outstanding("did:x:1", 10).await.unwrap()), vec!["b"]);
+        assert_eq!(ids(store.outstanding("did:x:1", 10).await.unwrap()), vec!["b"]);
+        assert!(store.take("did:x:1", "b", 10).await.unwrap().is_some());
+        assert!(store.outstanding("did:x:1", 10).await.unwrap().is_empty());
         assert_eq!(store.len(), 1);
     }
 
@@ -192,7 +210,8 @@ mod tests {
     async fn expired_challenges_are_never_returned() {
         let store = MemoryChallengeStore::default();
         store.insert(challenge("a", "did:x:1", 1000), 0).await.unwrap();
-        assert!(store.take("did:x:1", None, 1000).await.unwrap().is_empty());
+        assert!(store.outstanding("did:x:1", 1000).await.unwrap().is_empty());
+        assert!(store.take("did:x:1", "a", 1000).await.unwrap().is_none());
         assert!(store.is_empty());
     }
 
@@ -203,18 +222,17 @@ mod tests {
             store.insert(challenge(&format!("a{i}"), "did:x:1", 1000), 0).await.unwrap();
         }
         assert_eq!(store.len(), 2);
-        let kept: Vec<String> = store.take("did:x:1", None, 0).await.unwrap().into_iter().map(|c| c.id).collect();
-        assert_eq!(kept, vec!["a3", "a4"]);
+        assert_eq!(ids(store.outstanding("did:x:1", 0).await.unwrap()), vec!["a3", "a4"]);
         for i in 0..50 {
             store.insert(challenge(&format!("f{i}"), &format!("did:x:f{i}"), 1000), 0).await.unwrap();
         }
         assert_eq!(store.len(), 10);
-        assert_eq!(store.take("did:x:f49", None, 0).await.unwrap().len(), 1);
+        assert!(store.take("did:x:f49", "f49", 0).await.unwrap().is_some());
         for i in 0..100 {
             let id = format!("r{i}");
             store.insert(challenge(&id, "did:x:same", 1000), 0).await.unwrap();
         }
         assert!(store.inner.lock().unwrap().order.len() <= 20);
-        assert!(store.take("did:x:f0", None, 0).await.unwrap().is_empty());
+        assert!(store.outstanding("did:x:f0", 0).await.unwrap().is_empty());
     }
 }

@@ -7,7 +7,8 @@
 //! a jump in `seq` is reported as a [`StreamItem::Gap`] and a pruned backfill as a
 //! [`StreamItem::Truncated`] (the caller must re-read state over REST), never skipped
 //! silently. An `AuthError` leads to one fresh login (when the client holds credentials)
-//! before the subscriber gives up. After a `Shutdown` frame the task waits the `reconnect_after_ms` the gateway
+//! before the subscriber gives up; a `Shutdown` for `membership_revoked` ends the subscription
+//! with an authorization error at once. After any other `Shutdown` frame the task waits the `reconnect_after_ms` the gateway
 //! asked for; after any other loss, a bounded exponential backoff.
 //!
 //! The task does not interpret event payloads, and does not persist its position: a caller
@@ -490,6 +491,21 @@ impl Worker {
                 }
                 ServerFrame::Error { message } => out.push(StreamItem::ServerError { message }),
                 ServerFrame::Pong => {}
+                ServerFrame::Shutdown { reason, .. } if reason == "membership_revoked" => {
+                    // No longer a member: reconnecting cannot succeed, so the subscription ends.
+                    let _ = socket.send(Message::Close(None)).await;
+                    return (
+                        Ended::Fatal(Error::Authorization {
+                            message: "the gateway ended the stream: this DID is no longer a member of the cooperative"
+                                .into(),
+                            required_scopes: Vec::new(),
+                            refused_scopes: Vec::new(),
+                            reason: Some(reason),
+                            trust: None,
+                        }),
+                        authenticated,
+                    );
+                }
                 ServerFrame::Shutdown { reason, reconnect_after_ms } => {
                     shutdown_delay = Some(reconnect_after_ms.map(Duration::from_millis));
                     shutdown_reason = format!("gateway shutting down: {reason}");

@@ -69,7 +69,7 @@ pub use ledger::{
 };
 pub use notifications::{Notification, NotificationPage};
 pub use retry::{Attempts, RetryPolicy};
-pub use trust::{EdgeUpdate, TrustEdge, TrustEdges, TrustScore};
+pub use trust::{EdgeDirection, EdgeUpdate, ListedEdge, TrustEdge, TrustEdges, TrustScore};
 
 /// Every scope a member's role allows (all but `coop:write` and `oracle:write`): what a member
 /// asks for at login unless it needs less.

@@ -6,6 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Call, Client};
+use crate::common::{PageRequest, Pagination};
 use crate::error::Result;
 
 /// A DID's trust score.
@@ -32,15 +33,45 @@ pub struct TrustEdge {
     pub updated_at: u64,
 }
 
-/// A DID's edges.
+/// Which way a listed edge points, seen from the DID whose edges are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeDirection {
+    /// From the DID (whom it trusts).
+    Outgoing,
+    /// To the DID (who trusts it).
+    Incoming,
+}
+
+/// One item of a DID's edge list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListedEdge {
+    /// The edge.
+    #[serde(flatten)]
+    pub edge: TrustEdge,
+    /// Its direction.
+    pub direction: EdgeDirection,
+}
+
+/// A page of a DID's edges: outgoing first, then incoming.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrustEdges {
-    /// The DID.
-    pub did: String,
-    /// Edges from it.
-    pub outgoing: Vec<TrustEdge>,
-    /// Edges to it.
-    pub incoming: Vec<TrustEdge>,
+    /// The edges of this page.
+    pub edges: Vec<ListedEdge>,
+    /// Where the page sits.
+    pub pagination: Pagination,
+}
+
+impl TrustEdges {
+    /// The page's edges from the DID.
+    pub fn outgoing(&self) -> impl Iterator<Item = &TrustEdge> {
+        self.edges.iter().filter(|e| e.direction == EdgeDirection::Outgoing).map(|e| &e.edge)
+    }
+
+    /// The page's edges to the DID.
+    pub fn incoming(&self) -> impl Iterator<Item = &TrustEdge> {
+        self.edges.iter().filter(|e| e.direction == EdgeDirection::Incoming).map(|e| &e.edge)
+    }
 }
 
 /// The answer of setting an edge.
@@ -58,9 +89,12 @@ impl Client {
         self.call_json(Call::new(Method::GET, &["v1", "trust", did.as_str(), "score"])).await
     }
 
-    /// `GET /v1/trust/{did}/edges`.
-    pub async fn trust_edges(&self, did: &Did) -> Result<TrustEdges> {
-        self.call_json(Call::new(Method::GET, &["v1", "trust", did.as_str(), "edges"])).await
+    /// `GET /v1/trust/{did}/edges`: a page of the DID's edges, outgoing first.
+    pub async fn trust_edges(&self, did: &Did, page: PageRequest) -> Result<TrustEdges> {
+        let call = Call::new(Method::GET, &["v1", "trust", did.as_str(), "edges"])
+            .query("limit", page.limit)
+            .query("offset", page.offset);
+        self.call_json(call).await
     }
 
     /// `POST /v1/trust/edges`: sets or replaces the caller's edge to `target`.

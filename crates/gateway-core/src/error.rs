@@ -252,7 +252,7 @@ impl Error {
     }
 
     /// An authorization failure whose `details.reason` is a machine code (`admin_only`,
-    /// `not_a_domain_member`, `identity_only`, …), with a human message beside it.
+    /// `not_a_domain_member`, `identity_only`, `not_the_executor`, …), with a human message beside it.
     pub fn denied(reason: &'static str, message: impl Into<String>) -> Self {
         Error::AuthorizationFailed { message: message.into(), detail: AuthorizationDetail::Reason(reason.to_owned()) }
     }
@@ -298,6 +298,15 @@ mod tests {
         assert_eq!(Error::conflict("dup").code().as_str(), "CONFLICT");
         assert_eq!(ErrorCode::RateLimitExceeded.status(), 429);
         assert_eq!(ErrorCode::ReceiptUnavailable.status(), 404);
+    }
+
+    #[test]
+    fn denied_keeps_the_reason_code_apart_from_the_message() {
+        let e = Error::denied("identity_only", "this token is identity-only");
+        assert_eq!(e.to_string(), "this token is identity-only");
+        assert!(
+            matches!(e, Error::AuthorizationFailed { detail: AuthorizationDetail::Reason(r), .. } if r == "identity_only")
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Notifications: written in the same transaction as the change that causes them, read and
-//! marked read only by their recipient.
+//! marked read only by their recipient, and only through a token of the coop they concern
+//! (a DID in two coops sees each coop's notifications with that coop's token only).
 //!
 //! A notification for many recipients at once (a proposal opened or closed, to every member of
 //! its domain, possibly thousands) is stored in that transaction as one *fan-out* row, so the
@@ -92,7 +93,7 @@ pub struct NotificationPage {
     pub items: Vec<NotificationRecord>,
     /// All matching.
     pub total: u64,
-    /// All unread of the recipient.
+    /// All unread of the recipient in the coop.
     pub unread: u64,
 }
 
@@ -110,22 +111,30 @@ impl Notifications {
         Self { transactor, reads, clock }
     }
 
-    /// The recipient's notifications, newest first, including every fan-out committed before.
-    pub async fn list(&self, recipient: &Did, unread_only: bool, page: PageRequest) -> Result<NotificationPage, Error> {
+    /// The recipient's notifications of `coop`, newest first, including every fan-out
+    /// committed before.
+    pub async fn list(
+        &self,
+        recipient: &Did,
+        coop: &CoopId,
+        unread_only: bool,
+        page: PageRequest,
+    ) -> Result<NotificationPage, Error> {
         if self.reads.pending_notification_fanouts().await? {
             expand_fanouts(self.transactor.as_ref()).await?;
         }
-        let (items, total, unread) = self.reads.notifications(recipient, unread_only, page).await?;
+        let (items, total, unread) = self.reads.notifications(recipient, coop, unread_only, page).await?;
         Ok(NotificationPage { items, total, unread })
     }
 
-    /// Marks one read; someone else's (or a missing one) is `NOT_FOUND`.
-    pub async fn mark_read(&self, recipient: &Did, id: &str) -> Result<NotificationRecord, Error> {
-        let (recipient, id, now) = (recipient.clone(), id.to_owned(), self.clock.now_unix_secs());
+    /// Marks one of the recipient's notifications of `coop` read; someone else's, another
+    /// coop's or a missing one is `NOT_FOUND`.
+    pub async fn mark_read(&self, recipient: &Did, coop: &CoopId, id: &str) -> Result<NotificationRecord, Error> {
+        let (recipient, coop, id, now) = (recipient.clone(), coop.clone(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 tx.expand_notification_fanouts().await?;
-                tx.mark_notification_read(&recipient, &id, now)
+                tx.mark_notification_read(&recipient, &coop, &id, now)
                     .await?
                     .ok_or_else(|| Error::not_found("notification", id))
             })
@@ -133,13 +142,13 @@ impl Notifications {
         .await
     }
 
-    /// Marks every unread one read; returns how many.
-    pub async fn mark_all_read(&self, recipient: &Did) -> Result<u64, Error> {
-        let (recipient, now) = (recipient.clone(), self.clock.now_unix_secs());
+    /// Marks every unread notification of the recipient in `coop` read; returns how many.
+    pub async fn mark_all_read(&self, recipient: &Did, coop: &CoopId) -> Result<u64, Error> {
+        let (recipient, coop, now) = (recipient.clone(), coop.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 tx.expand_notification_fanouts().await?;
-                tx.mark_all_notifications_read(&recipient, now).await
+                tx.mark_all_notifications_read(&recipient, &coop, now).await
             })
         })
         .await

@@ -411,15 +411,17 @@ pub trait NotificationTx: Send {
     /// fresh id) and removes it, in order; returns how many notifications were created. Two
     /// concurrent calls never expand the same fan-out twice.
     async fn expand_notification_fanouts(&mut self) -> Result<u64, Error>;
-    /// Marks one of the recipient's notifications read; `None` when it is not theirs.
+    /// Marks one of the recipient's notifications of `coop` read; `None` when it is not theirs
+    /// or concerns another coop.
     async fn mark_notification_read(
         &mut self,
         recipient: &Did,
+        coop: &CoopId,
         id: &str,
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error>;
-    /// Marks all of the recipient's unread notifications read; returns how many.
-    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error>;
+    /// Marks all of the recipient's unread notifications of `coop` read; returns how many.
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error>;
 }
 
 /// Cooperative and member writes (and reads that must see the transaction).
@@ -589,6 +591,140 @@ pub trait GovTx: Send {
     async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error>;
 }
 
+/// Where a compute task is in its life. Spelled as text only at the store and wire boundaries
+/// ([`TaskStatus::as_str`], [`TaskStatus::parse`]), so a misspelt state cannot compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskStatus {
+    /// Waiting for an executor.
+    Pending,
+    /// Claimed by an executor, not yet completed.
+    Claimed,
+    /// Being run (the `running` filter matches it and `claimed`).
+    Running,
+    /// Ended with a result.
+    Completed,
+    /// Ended with a failure (including running out of fuel).
+    Failed,
+    /// Cancelled by its submitter.
+    Cancelled,
+    /// Its claims ran out of time.
+    TimedOut,
+}
+
+impl TaskStatus {
+    /// Every status.
+    pub const ALL: [TaskStatus; 7] = [
+        TaskStatus::Pending,
+        TaskStatus::Claimed,
+        TaskStatus::Running,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+        TaskStatus::TimedOut,
+    ];
+
+    /// The wire and storage spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Claimed => "claimed",
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::TimedOut => "timed_out",
+        }
+    }
+
+    /// The status spelled `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Whether an executor holds the task (`claimed` or `running`).
+    pub const fn is_claimed(self) -> bool {
+        matches!(self, TaskStatus::Claimed | TaskStatus::Running)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a task ended (`result.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskOutcome {
+    /// The code ran to its end.
+    Success,
+    /// The code failed.
+    Failed,
+    /// The code used up its fuel.
+    OutOfFuel,
+    /// No executor completed it in time.
+    Timeout,
+    /// Its submitter cancelled it.
+    Cancelled,
+}
+
+impl TaskOutcome {
+    /// Every outcome.
+    pub const ALL: [TaskOutcome; 5] = [
+        TaskOutcome::Success,
+        TaskOutcome::Failed,
+        TaskOutcome::OutOfFuel,
+        TaskOutcome::Timeout,
+        TaskOutcome::Cancelled,
+    ];
+
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TaskOutcome::Success => "success",
+            TaskOutcome::Failed => "failed",
+            TaskOutcome::OutOfFuel => "out_of_fuel",
+            TaskOutcome::Timeout => "timeout",
+            TaskOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// The outcome spelled `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == text)
+    }
+
+    /// The status a task ends in with this outcome.
+    pub const fn status(self) -> TaskStatus {
+        match self {
+            TaskOutcome::Success => TaskStatus::Completed,
+            TaskOutcome::Failed | TaskOutcome::OutOfFuel => TaskStatus::Failed,
+            TaskOutcome::Timeout => TaskStatus::TimedOut,
+            TaskOutcome::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+}
+
+impl fmt::Display for TaskOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The result of an ended task: `{"outcome", "output", "error", "fuel_used"}` on the wire.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TaskResult {
+    /// How it ended.
+    pub outcome: TaskOutcome,
+    /// The output (any JSON; `null` when there is none).
+    pub output: Value,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Fuel spent.
+    pub fuel_used: u64,
+}
+
 /// A compute task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
@@ -598,8 +734,8 @@ pub struct TaskRecord {
     pub coop_id: CoopId,
     /// SHA-256 hex of the canonical task.
     pub task_hash: String,
-    /// `pending`, `claimed`, `completed`, `failed`, `cancelled` or `timed_out`.
-    pub status: String,
+    /// Where it is in its life.
+    pub status: TaskStatus,
     /// Who submitted it.
     pub submitter: Did,
     /// Who claimed it (a DID, or `builtin`).
@@ -624,8 +760,8 @@ pub struct TaskRecord {
     pub attempts: u32,
     /// When it ended.
     pub finished_at: Option<u64>,
-    /// `{"outcome", "output", "error", "fuel_used"}` once ended.
-    pub result: Option<Value>,
+    /// Set once it ended.
+    pub result: Option<TaskResult>,
 }
 
 /// Compute task writes.
@@ -694,10 +830,12 @@ pub trait CoopReads: Send + Sync + fmt::Debug {
 /// Notification reads.
 #[async_trait]
 pub trait NotificationReads: Send + Sync + fmt::Debug {
-    /// A page of the recipient's notifications (newest first), the total, and the unread count.
+    /// A page of the recipient's notifications of `coop` (newest first), their total, and the
+    /// recipient's unread count in `coop`.
     async fn notifications(
         &self,
         recipient: &Did,
+        coop: &CoopId,
         unread_only: bool,
         page: PageRequest,
     ) -> Result<(Vec<NotificationRecord>, u64, u64), Error>;
@@ -748,8 +886,12 @@ pub trait GovReads: Send + Sync + fmt::Debug {
 #[async_trait]
 pub trait ComputeReads: Send + Sync + fmt::Debug {
     /// A page of a coop's tasks (newest first) with these statuses (all when empty), and the total.
-    async fn tasks(&self, coop: &CoopId, statuses: &[&str], page: PageRequest)
-    -> Result<(Vec<TaskRecord>, u64), Error>;
+    async fn tasks(
+        &self,
+        coop: &CoopId,
+        statuses: &[TaskStatus],
+        page: PageRequest,
+    ) -> Result<(Vec<TaskRecord>, u64), Error>;
     /// The oldest pending tasks of any coop, highest priority first.
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error>;
     /// Claimed tasks whose deadline has passed.

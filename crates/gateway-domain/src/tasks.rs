@@ -18,10 +18,10 @@ use sha2::{Digest, Sha256};
 use crate::compute::ccl;
 use crate::events::{CoopEventType, emit, new_id};
 use crate::notifications::{Note, notify};
-use crate::ports::{ComputeReads, TaskRecord, Transactor, Tx, transaction};
+use crate::ports::{ComputeReads, TaskOutcome, TaskRecord, TaskResult, TaskStatus, Transactor, Tx, transaction};
 use crate::trust::TrustGraph;
 
-/// Trust needed to submit a task.
+/// Trust needed to submit a task, and to claim one as an executor.
 pub const COMPUTE_MIN_TRUST: f64 = 0.3;
 /// Largest fuel limit.
 pub const MAX_FUEL: u64 = 10_000_000;
@@ -57,27 +57,32 @@ pub struct Completion {
     /// Hex Ed25519 signature over `task_hash ‖ SHA-256(JCS(output))`.
     pub signature: String,
     /// `success` (default), `failed` or `out_of_fuel`.
-    pub outcome: Option<String>,
+    pub outcome: Option<TaskOutcome>,
     /// Error text for a failure.
     pub error: Option<String>,
 }
 
-/// Statuses a `status` filter matches (`running` matches claimed tasks).
-pub fn statuses_for(filter: &str) -> Result<Vec<&'static str>, Error> {
-    Ok(match filter {
-        "pending" => vec!["pending"],
-        "claimed" | "running" => vec!["claimed"],
-        "completed" => vec!["completed"],
-        "failed" => vec!["failed"],
-        "cancelled" => vec!["cancelled"],
-        "timed_out" => vec!["timed_out"],
-        _ => {
-            return Err(Error::bad_request_field(
-                "status",
-                "status is pending, claimed, running, completed, failed, cancelled or timed_out",
-            ));
+/// Statuses a `status` filter matches: its own, and for `claimed` and `running` both (an
+/// executor holds the task either way).
+pub fn statuses_for(filter: &str) -> Result<Vec<TaskStatus>, Error> {
+    match TaskStatus::parse(filter) {
+        Some(status) if status.is_claimed() => Ok(vec![TaskStatus::Claimed, TaskStatus::Running]),
+        Some(status) => Ok(vec![status]),
+        None => Err(Error::bad_request_field(
+            "status",
+            "status is pending, claimed, running, completed, failed, cancelled or timed_out",
+        )),
+    }
+}
+
+impl From<ccl::Outcome> for TaskOutcome {
+    fn from(outcome: ccl::Outcome) -> Self {
+        match outcome {
+            ccl::Outcome::Success => TaskOutcome::Success,
+            ccl::Outcome::Failed => TaskOutcome::Failed,
+            ccl::Outcome::OutOfFuel => TaskOutcome::OutOfFuel,
         }
-    })
+    }
 }
 
 /// The JCS bytes of a JSON value.
@@ -106,13 +111,15 @@ async fn require_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRe
 }
 
 fn task_event(task: &TaskRecord) -> Value {
-    json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status, "submitter": task.submitter.as_str(),
+    json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status.as_str(), "submitter": task.submitter.as_str(),
             "executor": task.executor, "result": task.result })
 }
 
-/// Ends a task with a result, its `ComputeTaskCompleted` event and the submitter's notification.
-async fn finish(tx: &mut dyn Tx, task: &mut TaskRecord, status: &str, result: Value, now: u64) -> Result<(), Error> {
-    task.status = status.to_owned();
+/// Ends a task with a result (its status follows from the outcome), its
+/// `ComputeTaskCompleted` event and the submitter's notification.
+async fn finish(tx: &mut dyn Tx, task: &mut TaskRecord, result: TaskResult, now: u64) -> Result<(), Error> {
+    let status = result.outcome.status();
+    task.status = status;
     task.finished_at = Some(now);
     task.deadline = None;
     task.result = Some(result);
@@ -122,7 +129,7 @@ async fn finish(tx: &mut dyn Tx, task: &mut TaskRecord, status: &str, result: Va
         kind: "task_finished",
         title: "Compute task finished".into(),
         body: format!("Your task {} ended: {status}.", task.task_id),
-        data: json!({ "task_id": task.task_id, "status": status }),
+        data: json!({ "task_id": task.task_id, "status": status.as_str() }),
     };
     notify(tx, &task.submitter, &task.coop_id, note, now).await
 }
@@ -170,7 +177,7 @@ impl Compute {
             task_id: new_id(),
             coop_id: coop.clone(),
             task_hash: String::new(),
-            status: "pending".into(),
+            status: TaskStatus::Pending,
             submitter: submitter.clone(),
             executor: None,
             code_type: submission.code_type,
@@ -223,15 +230,20 @@ impl Compute {
             Box::pin(async move {
                 let mut task = require_task(tx, &coop, &id).await?;
                 if task.submitter != caller {
-                    return Err(Error::forbidden("only the submitter may cancel a task"));
+                    return Err(Error::denied("not_the_submitter", "only the submitter may cancel a task"));
                 }
-                if !matches!(task.status.as_str(), "pending" | "claimed") {
+                if !(task.status == TaskStatus::Pending || task.status.is_claimed()) {
                     return Err(Error::conflict(format!("task '{id}' is {} and cannot be cancelled", task.status)));
                 }
-                task.status = "cancelled".into();
+                task.status = TaskStatus::Cancelled;
                 task.finished_at = Some(now);
                 task.deadline = None;
-                task.result = Some(json!({ "outcome": "cancelled", "output": null, "error": null, "fuel_used": 0 }));
+                task.result = Some(TaskResult {
+                    outcome: TaskOutcome::Cancelled,
+                    output: Value::Null,
+                    error: None,
+                    fuel_used: 0,
+                });
                 tx.update_task(&task).await?;
                 emit(tx, &coop, CoopEventType::ComputeTaskCancelled, now, task_event(&task)).await?;
                 Ok(task)
@@ -240,16 +252,26 @@ impl Compute {
         .await
     }
 
+    /// Claims a pending task for an executor DID, whose trust must be at least
+    /// [`COMPUTE_MIN_TRUST`].
+    pub async fn claim(&self, coop: &CoopId, executor: &Did, id: &str) -> Result<TaskRecord, Error> {
+        let score = self.trust.score(executor);
+        if score < COMPUTE_MIN_TRUST {
+            return Err(Error::InsufficientTrust { required: COMPUTE_MIN_TRUST, actual: score });
+        }
+        self.claim_as(coop, executor.as_str(), id).await
+    }
+
     /// Claims a pending task for an executor (a DID, or [`BUILTIN_EXECUTOR`]).
-    pub async fn claim(&self, coop: &CoopId, executor: &str, id: &str) -> Result<TaskRecord, Error> {
+    async fn claim_as(&self, coop: &CoopId, executor: &str, id: &str) -> Result<TaskRecord, Error> {
         let (coop, executor, id, now) = (coop.clone(), executor.to_owned(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut task = require_task(tx, &coop, &id).await?;
-                if task.status != "pending" {
+                if task.status != TaskStatus::Pending {
                     return Err(Error::conflict(format!("task '{id}' is {}, not pending", task.status)));
                 }
-                task.status = "claimed".into();
+                task.status = TaskStatus::Claimed;
                 task.executor = Some(executor);
                 task.claimed_at = Some(now);
                 task.deadline = Some(now + CLAIM_DEADLINE_SECS);
@@ -262,7 +284,8 @@ impl Compute {
         .await
     }
 
-    /// Completes a task claimed by `executor`, checking its signature over the result.
+    /// Completes a task claimed by `executor`, checking its signature over the result. Only the
+    /// executor holding the claim may: anyone else is refused (403) whatever the task's state.
     pub async fn complete(
         &self,
         coop: &CoopId,
@@ -270,12 +293,10 @@ impl Compute {
         id: &str,
         completion: Completion,
     ) -> Result<TaskRecord, Error> {
-        let outcome = completion.outcome.clone().unwrap_or_else(|| "success".into());
-        let status = match outcome.as_str() {
-            "success" => "completed",
-            "failed" | "out_of_fuel" => "failed",
-            _ => return Err(Error::bad_request_field("outcome", "outcome is success, failed or out_of_fuel")),
-        };
+        let outcome = completion.outcome.unwrap_or(TaskOutcome::Success);
+        if !matches!(outcome, TaskOutcome::Success | TaskOutcome::Failed | TaskOutcome::OutOfFuel) {
+            return Err(Error::bad_request_field("outcome", "outcome is success, failed or out_of_fuel"));
+        }
         let signature: [u8; 64] = hex::decode(&completion.signature)
             .ok()
             .and_then(|b| b.try_into().ok())
@@ -285,11 +306,14 @@ impl Compute {
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut task = require_task(tx, &coop, &id).await?;
-                if task.status != "claimed" {
-                    return Err(Error::conflict(format!("task '{id}' is {}, not claimed", task.status)));
+                if task.executor.as_deref().is_some_and(|holder| holder != executor.as_str()) {
+                    return Err(Error::denied(
+                        "not_the_executor",
+                        "only the executor that claimed the task may complete it",
+                    ));
                 }
-                if task.executor.as_deref() != Some(executor.as_str()) {
-                    return Err(Error::forbidden("the task is claimed by another executor"));
+                if !task.status.is_claimed() {
+                    return Err(Error::conflict(format!("task '{id}' is {}, not claimed", task.status)));
                 }
                 if completion.fuel_used > task.fuel_limit {
                     return Err(Error::bad_request_field("fuel_used", "fuel_used exceeds the task's fuel_limit"));
@@ -300,10 +324,18 @@ impl Compute {
                     .unwrap_or(false);
                 if !valid {
                     metrics::counter!("icn_compute_signatures_invalid_total").increment(1);
-                    return Err(Error::bad_request_field("signature", "the signature does not verify against the executor's key"));
+                    return Err(Error::bad_request_field(
+                        "signature",
+                        "the signature does not verify against the executor's key",
+                    ));
                 }
-                let result = json!({ "outcome": outcome, "output": completion.output, "error": completion.error, "fuel_used": completion.fuel_used });
-                finish(tx, &mut task, status, result, now).await?;
+                let result = TaskResult {
+                    outcome,
+                    output: completion.output,
+                    error: completion.error,
+                    fuel_used: completion.fuel_used,
+                };
+                finish(tx, &mut task, result, now).await?;
                 Ok(task)
             })
         })
@@ -320,19 +352,24 @@ impl Compute {
             let returned = transaction(self.transactor.as_ref(), move |tx| {
                 Box::pin(async move {
                     let mut task = require_task(tx, &coop, &id).await?;
-                    if task.status != "claimed" || task.deadline.is_none_or(|d| d > now) {
+                    if !task.status.is_claimed() || task.deadline.is_none_or(|d| d > now) {
                         return Ok(false);
                     }
                     if task.attempts < MAX_ATTEMPTS {
-                        task.status = "pending".into();
+                        task.status = TaskStatus::Pending;
                         task.executor = None;
                         task.claimed_at = None;
                         task.deadline = None;
                         tx.update_task(&task).await?;
                         Ok(true)
                     } else {
-                        let result = json!({ "outcome": "timeout", "output": null, "error": "the executor did not complete in time", "fuel_used": 0 });
-                        finish(tx, &mut task, "timed_out", result, now).await?;
+                        let result = TaskResult {
+                            outcome: TaskOutcome::Timeout,
+                            output: Value::Null,
+                            error: Some("the executor did not complete in time".into()),
+                            fuel_used: 0,
+                        };
+                        finish(tx, &mut task, result, now).await?;
                         Ok(false)
                     }
                 })
@@ -351,7 +388,7 @@ impl Compute {
         let Some((coop, id)) = self.reads.pending_tasks(1).await?.into_iter().next() else {
             return Ok(false);
         };
-        let task = match self.claim(&coop, BUILTIN_EXECUTOR, &id).await {
+        let task = match self.claim_as(&coop, BUILTIN_EXECUTOR, &id).await {
             Ok(task) => task,
             // Another executor took it first.
             Err(Error::Conflict { .. }) => return Ok(true),
@@ -364,27 +401,29 @@ impl Compute {
         })
         .await
         .map_err(|e| Error::Internal(format!("the interpreter stopped: {e}")))?;
-        let (status, result) = match run {
-            Ok(r) => {
-                let status = if r.outcome == ccl::Outcome::Success { "completed" } else { "failed" };
-                (
-                    status,
-                    json!({ "outcome": r.outcome.as_str(), "output": r.output, "error": r.error, "fuel_used": r.fuel_used }),
-                )
-            }
-            Err(e) => {
-                ("failed", json!({ "outcome": "failed", "output": null, "error": e.to_string(), "fuel_used": 0 }))
-            }
+        let result = match run {
+            Ok(r) => TaskResult {
+                outcome: r.outcome.into(),
+                output: r.output.unwrap_or(Value::Null),
+                error: r.error,
+                fuel_used: r.fuel_used,
+            },
+            Err(e) => TaskResult {
+                outcome: TaskOutcome::Failed,
+                output: Value::Null,
+                error: Some(e.to_string()),
+                fuel_used: 0,
+            },
         };
         let now = self.clock.now_unix_secs();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut current = require_task(tx, &coop, &id).await?;
                 // Cancelled (or timed out) while it ran: the earlier end stands.
-                if current.status != "claimed" || current.executor.as_deref() != Some(BUILTIN_EXECUTOR) {
+                if !current.status.is_claimed() || current.executor.as_deref() != Some(BUILTIN_EXECUTOR) {
                     return Ok(());
                 }
-                finish(tx, &mut current, status, result, now).await
+                finish(tx, &mut current, result, now).await
             })
         })
         .await?;

@@ -1,7 +1,8 @@
 //! The trust graph: edges between DIDs, and each DID's score.
 //!
-//! A DID's score is 1.0 for a configured anchor; otherwise the maximum, over all paths from an
-//! anchor, of the product of the edge scores along the path; otherwise the configured default.
+//! A DID's score is 1.0 for a configured anchor; otherwise the larger of the configured default
+//! and the maximum, over all paths from an anchor, of the product of the edge scores along the
+//! path: an edge can raise a score above the default, never push it below.
 //! The trust classes derived from a score are `gateway_limits::TrustClass` (the velocity layer
 //! is their main user). Scores are computed in memory and kept behind a read-write lock, so a lookup on the request
 //! path is one hash-map read under a read lock. Raising or adding an edge only raises scores, so it is
@@ -98,14 +99,14 @@ impl TrustGraph {
         *self.snapshot.write().expect("trust lock") = snapshot;
     }
 
-    /// The score of a DID: O(1).
+    /// The score of a DID: O(1). Never below the default: a weak path from an anchor cannot
+    /// lower a DID that no path reaches at all.
     pub fn score(&self, did: &Did) -> f64 {
-        let snapshot = self.snapshot.read().expect("trust lock");
-        match snapshot.scores.get(did) {
-            Some(&score) if score > 0.0 => score,
-            _ if self.anchors.contains(did) => 1.0,
-            _ => self.default_score,
+        if self.anchors.contains(did) {
+            return 1.0;
         }
+        let snapshot = self.snapshot.read().expect("trust lock");
+        snapshot.scores.get(did).copied().unwrap_or(0.0).max(self.default_score)
     }
 
     /// Outgoing and incoming edges of a DID.
@@ -249,6 +250,18 @@ mod tests {
         assert!((graph.score(&did(1)) - 0.9).abs() < 1e-12);
         assert!((graph.score(&did(2)) - 0.45).abs() < 1e-12, "0.9 × 0.5 beats the direct 0.3");
         assert_eq!(graph.score(&did(4)), 0.05, "unreachable from an anchor: the default");
+    }
+
+    #[test]
+    fn an_edge_never_pushes_a_score_below_the_default() {
+        let graph = TrustGraph::new(vec![did(0)], 0.5, vec![edge(0, 1, 0.9), edge(1, 2, 0.2), edge(0, 3, 0.0)]);
+        assert!((graph.score(&did(1)) - 0.9).abs() < 1e-12, "a strong path raises it");
+        assert_eq!(graph.score(&did(2)), 0.5, "0.9 × 0.2 = 0.18 is below the default");
+        assert_eq!(graph.score(&did(3)), 0.5, "a zero edge is no distrust");
+        assert_eq!(graph.score(&did(4)), 0.5, "unreachable");
+        graph.apply_set(edge(0, 4, 0.1));
+        assert_eq!(graph.score(&did(4)), 0.5, "a new weak edge changes nothing");
+        assert_eq!(graph.score(&did(0)), 1.0, "anchors stay 1.0");
     }
 
     #[test]

@@ -42,10 +42,16 @@ impl Caller {
         }
     }
 
-    /// The token's cooperative, or a refusal for identity-only tokens.
+    /// The token's cooperative. The `authenticate` middleware already refuses identity-only
+    /// tokens outside the identity routes; this refuses them the same way should a handler be
+    /// reached without it.
     pub fn coop(&self) -> Result<&CoopId, ApiError> {
         self.coop_id.as_ref().ok_or_else(|| {
-            Error::forbidden("this route needs a token issued for a cooperative (login with coop_id)").into()
+            Error::denied(
+                crate::middleware::IDENTITY_ONLY,
+                "this route needs a token issued for a cooperative (login with coop_id)",
+            )
+            .into()
         })
     }
 }

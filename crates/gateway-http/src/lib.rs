@@ -134,7 +134,9 @@ pub fn router(state: AppState) -> Router {
 /// middleware (request ids, security headers, CORS) and whose paths join the OpenAPI document.
 pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> Router {
     let (login, login_api) = login_routes().split_for_parts();
-    let login = login.route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer));
+    let login = login
+        .route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer))
+        .route_layer(from_fn(middleware::no_store));
     let (public, public_api) = public_routes().split_for_parts();
     let (protected, protected_api) = protected_routes().split_for_parts();
     let protected = protected.route_layer(from_fn_with_state(state.clone(), middleware::authenticate));

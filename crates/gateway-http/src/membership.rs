@@ -57,7 +57,10 @@ impl MembershipCache {
         };
         match membership {
             Membership::NoSuchCoop => Ok(token_scopes),
-            Membership::NotMember => Err(Error::forbidden(format!("{did} is not a member of cooperative '{coop}'"))),
+            Membership::NotMember => Err(Error::denied(
+                "not_a_member",
+                format!("{did} is not a member of cooperative '{coop}': the token no longer opens it"),
+            )),
             Membership::Member(role) => Ok(role.allowed_scopes().intersection(token_scopes)),
         }
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +16,15 @@ use crate::caller::Caller;
 use crate::error::{ApiError, InternalCause};
 use crate::state::{AppState, CorsMode, HttpConfig};
 
-/// Verifies the bearer token of a protected route, applies the DID rate-limit layer and the
-/// membership check, and leaves the [`Caller`] in the request. Authenticated answers carry the
-/// `X-RateLimit-*` headers and `Cache-Control: no-store`.
+/// Verifies the bearer token of a protected route, applies the DID rate-limit layer, the
+/// identity-only rule and the membership check, and leaves the [`Caller`] in the request.
+/// Authenticated answers, refusals included, carry the `X-RateLimit-*` headers and
+/// `Cache-Control: no-store`.
+///
+/// This is the one place where an identity-only token (no cooperative: the spec's
+/// `{did, challenge_id, signature}` login) is confined to the identity routes
+/// ([`identity_route`]): every other protected route answers it 403 with
+/// `details.reason = "identity_only"`, so a route added later is closed to it by default.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let mut caller = match bearer_token(&request).and_then(|token| verify(&state.auth, token)) {
         Ok(caller) => caller,
@@ -32,21 +38,64 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
                 _ => Duration::ZERO,
             };
             let mut response = err.into_response();
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             state.limits.write_headers(response.headers_mut(), limit, 0, retry);
             return response;
         }
     };
-    if let Some(coop) = &caller.coop_id {
-        match state.membership.effective_scopes(coop, &caller.did, caller.scopes).await {
-            Ok(scopes) => caller.scopes = scopes,
-            Err(err) => return ApiError::from(err).into_response(),
+    let admitted = match &caller.coop_id {
+        None if !identity_route(request.uri().path()) => Err(ApiError::from(Error::denied(
+            IDENTITY_ONLY,
+            "this token is identity-only (issued without coop_id): it opens the identity routes only; log in with coop_id for this route",
+        ))),
+        None => Ok(()),
+        Some(coop) => {
+            let creating = creates_coop(&request);
+            match state.membership.effective_scopes(coop, &caller.did, caller.scopes).await {
+                Ok(scopes) => {
+                    caller.scopes = scopes;
+                    Ok(())
+                }
+                // Creating a coop that already exists is 409 for whoever asks, members or not:
+                // the handler's existence check answers, and creating is all it can do.
+                Err(Error::AuthorizationFailed { .. }) if creating => Ok(()),
+                Err(err) => Err(ApiError::from(err)),
+            }
         }
-    }
-    request.extensions_mut().insert(caller);
-    let mut response = next.run(request).await;
+    };
+    let mut response = match admitted {
+        Ok(()) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(err) => err.into_response(),
+    };
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     state.limits.write_headers(headers, admission.limit, admission.remaining, admission.reset_after);
+    response
+}
+
+/// `details.reason` of a coop route refusing an identity-only token.
+pub const IDENTITY_ONLY: &str = "identity_only";
+
+/// Whether an identity-only token may use this protected path: the identity routes of both
+/// families (`/identity/*`, `/v1/identity/*`).
+pub fn identity_route(path: &str) -> bool {
+    path.starts_with("/identity/") || path.starts_with("/v1/identity/")
+}
+
+/// Whether the request creates a coop (`POST /coops`, `POST /v1/coops`).
+fn creates_coop(request: &Request) -> bool {
+    let path = request.extensions().get::<MatchedPath>().map_or(request.uri().path(), MatchedPath::as_str);
+    request.method() == Method::POST && matches!(path, "/coops" | "/v1/coops")
+}
+
+/// Marks login answers (challenge and verify, refusals included) `Cache-Control: no-store`:
+/// a nonce or a token must never be kept by a cache.
+pub async fn no_store(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 

@@ -17,7 +17,8 @@ use gateway_domain::governance::{COOP_DOMAIN, Effect, Outcome, ProposalPayload, 
 use gateway_domain::ports::{
     ComputeTx, ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx,
     GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationFanout, NotificationRecord, NotificationTx,
-    ProposalRecord, QuoteRecord, RateRecord, TaskRecord, TransactionKind, TransactionRecord, TrustEdge, TrustTx,
+    ProposalRecord, QuoteRecord, RateRecord, TaskRecord, TaskResult, TaskStatus, TransactionKind, TransactionRecord,
+    TrustEdge, TrustTx,
 };
 use rusqlite::OptionalExtension;
 use serde_json::Value;
@@ -756,25 +757,29 @@ impl NotificationTx for Conn<'_> {
     async fn mark_notification_read(
         &mut self,
         recipient: &Did,
+        coop: &CoopId,
         id: &str,
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error> {
         self.execute(
-            "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND id = $2 AND read_at IS NULL",
-            args![recipient.as_str(), id, to_i64(at)?],
+            "UPDATE notifications SET read_at = $4 WHERE recipient = $1 AND coop_id = $2 AND id = $3 AND read_at IS NULL",
+            args![recipient.as_str(), coop.as_str(), id, to_i64(at)?],
         )
         .await
         .map(|_| ())?;
-        let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND id = $2");
-        let row: Option<NotificationRow> = self.fetch_optional(&sql, args![recipient.as_str(), id]).await?;
+        let sql = format!(
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND coop_id = $2 AND id = $3"
+        );
+        let row: Option<NotificationRow> =
+            self.fetch_optional(&sql, args![recipient.as_str(), coop.as_str(), id]).await?;
         row.map(notification_from_row).transpose()
     }
 
-    async fn mark_all_notifications_read(&mut self, recipient: &Did, at: u64) -> Result<u64, Error> {
+    async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error> {
         let done = self
             .execute(
-                "UPDATE notifications SET read_at = $2 WHERE recipient = $1 AND read_at IS NULL",
-                args![recipient.as_str(), to_i64(at)?],
+                "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND coop_id = $2 AND read_at IS NULL",
+                args![recipient.as_str(), coop.as_str(), to_i64(at)?],
             )
             .await?;
         Ok(done)
@@ -1337,7 +1342,8 @@ pub(crate) fn task_from_row(row: TaskRow) -> Result<TaskRecord, Error> {
         task_id: row.task_id,
         coop_id: parse_coop(&row.coop_id)?,
         task_hash: row.task_hash,
-        status: row.status,
+        status: TaskStatus::parse(&row.status)
+            .ok_or_else(|| Error::Internal(format!("stored task status '{}' is unknown", row.status)))?,
         submitter: parse_did(&row.submitter)?,
         executor: row.executor,
         code_type: row.code_type,
@@ -1350,8 +1356,19 @@ pub(crate) fn task_from_row(row: TaskRow) -> Result<TaskRecord, Error> {
         deadline: row.deadline.map(to_u64),
         attempts: u32::try_from(row.attempts).unwrap_or(u32::MAX),
         finished_at: row.finished_at.map(to_u64),
-        result: row.result.as_deref().map(parse_json).transpose()?,
+        result: row.result.as_deref().map(parse_task_result).transpose()?,
     })
+}
+
+/// A stored task result (`{"outcome", "output", "error", "fuel_used"}`).
+fn parse_task_result(text: &str) -> Result<TaskResult, Error> {
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored task result does not decode: {e}")))
+}
+
+fn task_result_text(result: Option<&TaskResult>) -> Result<Option<String>, Error> {
+    result
+        .map(|r| serde_json::to_string(r).map_err(|e| Error::Internal(format!("task result does not encode: {e}"))))
+        .transpose()
 }
 
 #[async_trait]
@@ -1361,14 +1378,14 @@ impl ComputeTx for Conn<'_> {
             "INSERT INTO compute_tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         );
         let inputs = t.inputs.to_string();
-        let result = t.result.as_ref().map(Value::to_string);
+        let result = task_result_text(t.result.as_ref())?;
         self.execute(
             &sql,
             args![
                 &t.task_id,
                 t.coop_id.as_str(),
                 &t.task_hash,
-                &t.status,
+                t.status.as_str(),
                 t.submitter.as_str(),
                 t.executor.as_deref(),
                 &t.code_type,
@@ -1395,14 +1412,14 @@ impl ComputeTx for Conn<'_> {
     }
 
     async fn update_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
-        let result = t.result.as_ref().map(Value::to_string);
+        let result = task_result_text(t.result.as_ref())?;
         self.execute(
             "UPDATE compute_tasks SET status = $3, executor = $4, claimed_at = $5, deadline = $6, attempts = $7, \
              finished_at = $8, result = $9 WHERE coop_id = $1 AND task_id = $2",
             args![
                 t.coop_id.as_str(),
                 &t.task_id,
-                &t.status,
+                t.status.as_str(),
                 t.executor.as_deref(),
                 t.claimed_at.map(to_i64).transpose()?,
                 t.deadline.map(to_i64).transpose()?,

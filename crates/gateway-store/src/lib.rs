@@ -35,8 +35,9 @@ impl EventFeed for Store {
     }
 }
 
-/// Which backend a store spec names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which backend a store spec names. Its `Display` and `Debug` forms hide a PostgreSQL
+/// password ([`redact_url`]), so a spec can be printed and logged.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreSpec {
     /// SQLite in memory: the standalone mode; nothing survives the process.
     Memory,
@@ -61,9 +62,136 @@ impl FromStr for StoreSpec {
         } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             Ok(StoreSpec::Postgres(text.to_owned()))
         } else {
-            Err(format!("unknown store '{text}': use memory, sqlite:<path> or postgres://…"))
+            Err(format!("unknown store '{}': use memory, sqlite:<path> or postgres://…", redact_url(text)))
         }
     }
+}
+
+impl std::fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::SqliteFile(path) => write!(f, "sqlite:{path}"),
+            StoreSpec::Postgres(url) => f.write_str(&redact_url(url)),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("Memory"),
+            StoreSpec::SqliteFile(path) => f.debug_tuple("SqliteFile").field(path).finish(),
+            StoreSpec::Postgres(url) => f.debug_tuple("Postgres").field(&redact_url(url)).finish(),
+        }
+    }
+}
+
+/// The URL with its password replaced by `***`: the password of the user-info part
+/// (`postgres://user:secret@host/db` → `postgres://user:***@host/db`) and any `password=`
+/// query parameter. Text that is not a URL is returned as it is.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let (scheme, rest) = url.split_at(scheme_end + 3);
+    // The user-info ends at the last `@` before the query: a password may hold `/` or `@`.
+    let query_start = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (authority_and_path, query) = rest.split_at(query_start);
+    let mut out = String::from(scheme);
+    match authority_and_path.rfind('@') {
+        Some(at) => {
+            let (userinfo, host) = authority_and_path.split_at(at);
+            match userinfo.split_once(':') {
+                Some((user, _password)) => {
+                    out.push_str(user);
+                    out.push_str(":***");
+                }
+                None => out.push_str(userinfo),
+            }
+            out.push_str(host);
+        }
+        None => out.push_str(authority_and_path),
+    }
+    out.push_str(&redact_query_password(query));
+    out
+}
+
+/// `?…&password=secret&…` → `?…&password=***&…`.
+fn redact_query_password(query: &str) -> String {
+    let Some(params) = query.strip_prefix('?') else {
+        return query.to_owned();
+    };
+    let (params, fragment) = params.split_once('#').map_or((params, None), |(p, f)| (p, Some(f)));
+    let redacted: Vec<String> = params
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => param.to_owned(),
+        })
+        .collect();
+    let mut out = format!("?{}", redacted.join("&"));
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// The password of a URL (user-info or `password=` parameter), percent-decoded too, so that
+/// error messages which echo it can be cleaned.
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut secrets = Vec::new();
+    if let Some(rest) = url.split_once("://").map(|(_, r)| r) {
+        let before_query = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+        if let Some(at) = before_query.rfind('@')
+            && let Some((_, password)) = before_query[..at].split_once(':')
+        {
+            secrets.push(password.to_owned());
+        }
+        if let Some((_, query)) = rest.split_once('?') {
+            for param in query.split(['&', '#']) {
+                if let Some((name, value)) = param.split_once('=')
+                    && name.eq_ignore_ascii_case("password")
+                {
+                    secrets.push(value.to_owned());
+                }
+            }
+        }
+    }
+    let decoded: Vec<String> = secrets.iter().map(|s| percent_decode(s)).collect();
+    secrets.extend(decoded);
+    secrets.retain(|s| !s.is_empty());
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    secrets
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `message` with every appearance of the URL's password replaced by `***`.
+fn scrub(message: &str, url: &str) -> String {
+    let mut message = message.to_owned();
+    for secret in url_secrets(url) {
+        message = message.replace(&secret, "***");
+    }
+    message
 }
 
 /// Why the store could not be opened.
@@ -81,6 +209,10 @@ pub enum StoreError {
     /// A SQLite connection could not be opened or set up.
     #[error("{0}")]
     Sqlite(Error),
+    /// PostgreSQL could not be connected to or migrated; the message never holds the
+    /// password of the URL.
+    #[error("{0}")]
+    Postgres(String),
 }
 
 /// Turns a database failure into the contract's error: unreachable → 503, anything else → 500.
@@ -144,12 +276,18 @@ impl Store {
                 Ok(Self { backend: Backend::Sqlite(db), writer: Some(sender), feed, _checkpointer: checkpointer })
             }
             StoreSpec::Postgres(url) => {
+                // sqlx's messages may quote the URL (a malformed one, a refused option): say
+                // what failed without the password.
                 let pool = PgPoolOptions::new()
                     .max_connections(32)
                     .acquire_timeout(Duration::from_secs(5))
                     .connect(url)
-                    .await?;
-                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                    .await
+                    .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))?;
+                sqlx::migrate!("./migrations/postgres")
+                    .run(&pool)
+                    .await
+                    .map_err(|e| StoreError::Postgres(scrub(&format!("migration failed: {e}"), url)))?;
                 tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
                 Ok(Self { backend: Backend::Postgres(pool), writer: None, feed, _checkpointer: None })
             }
@@ -225,7 +363,49 @@ mod tests {
         assert_eq!("sqlite://gw.db".parse(), Ok(StoreSpec::SqliteFile("gw.db".into())));
         assert!(matches!("postgres://u@h/db".parse(), Ok(StoreSpec::Postgres(_))));
         assert!("mysql://x".parse::<StoreSpec>().is_err());
+        let unknown = "mysql://u:pw-secret@h/db".parse::<StoreSpec>().unwrap_err();
+        assert!(!unknown.contains("pw-secret"), "{unknown}");
         assert!("sqlite:".parse::<StoreSpec>().is_err());
+    }
+
+    #[test]
+    fn urls_print_without_their_password() {
+        for (url, shown) in [
+            ("postgres://user:secret@host/db", "postgres://user:***@host/db"),
+            (
+                "postgresql://user:s%40c:r/t@host:5432/db?sslmode=require",
+                "postgresql://user:***@host:5432/db?sslmode=require",
+            ),
+            ("postgres://user@host/db", "postgres://user@host/db"),
+            (
+                "postgres://host/db?user=u&password=secret&sslmode=disable",
+                "postgres://host/db?user=u&password=***&sslmode=disable",
+            ),
+            ("postgres://u:p@ss@host/db", "postgres://u:***@host/db"),
+            ("memory", "memory"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        let spec: StoreSpec = "postgres://user:secret@host/db".parse().unwrap();
+        assert_eq!(spec.to_string(), "postgres://user:***@host/db");
+        assert!(!format!("{spec:?}").contains("secret"), "{spec:?}");
+        assert_eq!(StoreSpec::SqliteFile("gw.db".into()).to_string(), "sqlite:gw.db");
+    }
+
+    #[test]
+    fn error_messages_lose_the_password_in_every_spelling() {
+        let url = "postgres://user:p%40ss@host/db?password=other";
+        let message = "cannot connect to postgres://user:p%40ss@host/db with p@ss or other";
+        let clean = scrub(message, url);
+        assert!(!clean.contains("p%40ss") && !clean.contains("p@ss") && !clean.contains("other"), "{clean}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_open_does_not_echo_the_password() {
+        // Nothing listens on port 1; whatever sqlx reports, the password is not in it.
+        let spec: StoreSpec = "postgres://gw:hunter2-secret@127.0.0.1:1/db?connect_timeout=1".parse().unwrap();
+        let err = Store::open(&spec).await.unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     #[tokio::test]

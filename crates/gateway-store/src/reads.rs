@@ -7,7 +7,7 @@ use gateway_domain::ports::transaction;
 use gateway_domain::ports::{
     ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads,
     MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
-    TaskRecord, TransactionRecord, TrustEdge, TrustReads,
+    TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
 
 use crate::conn::{Arg, Conn, Db, Row};
@@ -226,22 +226,28 @@ impl NotificationReads for Store {
     async fn notifications(
         &self,
         recipient: &Did,
+        coop: &CoopId,
         unread_only: bool,
         page: PageRequest,
     ) -> Result<(Vec<NotificationRecord>, u64, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        let filter = if unread_only { "recipient = $1 AND read_at IS NULL" } else { "recipient = $1" };
+        let mine = "recipient = $1 AND coop_id = $2";
+        let filter = if unread_only { format!("{mine} AND read_at IS NULL") } else { mine.to_owned() };
         let list = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3"
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $3 OFFSET $4"
         );
-        let rows: Vec<NotificationRow> = self.read_all(&list, args![recipient.as_str(), limit, offset]).await?;
+        let rows: Vec<NotificationRow> =
+            self.read_all(&list, args![recipient.as_str(), coop.as_str(), limit, offset]).await?;
         let total: i64 = self
-            .read_one(&format!("SELECT COUNT(*) FROM notifications WHERE {filter}"), args![recipient.as_str()])
+            .read_one(
+                &format!("SELECT COUNT(*) FROM notifications WHERE {filter}"),
+                args![recipient.as_str(), coop.as_str()],
+            )
             .await?;
         let unread: i64 = self
             .read_one(
-                "SELECT COUNT(*) FROM notifications WHERE recipient = $1 AND read_at IS NULL",
-                args![recipient.as_str()],
+                &format!("SELECT COUNT(*) FROM notifications WHERE {mine} AND read_at IS NULL"),
+                args![recipient.as_str(), coop.as_str()],
             )
             .await?;
         Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))
@@ -372,15 +378,15 @@ impl ComputeReads for Store {
     async fn tasks(
         &self,
         coop: &CoopId,
-        statuses: &[&str],
+        statuses: &[TaskStatus],
         page: PageRequest,
     ) -> Result<(Vec<TaskRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        // Statuses come from a fixed list in the domain, never from clients, so they are inlined.
+        // Statuses are the domain's enum, spelled by `as_str`, never client text: inlined.
         let filter = if statuses.is_empty() {
             "coop_id = $1".to_owned()
         } else {
-            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.replace('\'', ""))).collect();
+            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
             format!("coop_id = $1 AND status IN ({})", list.join(", "))
         };
         let sql = format!(
@@ -396,16 +402,22 @@ impl ComputeReads for Store {
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
         let rows: Vec<(String, String)> = self
             .read_all(
-                "SELECT coop_id, task_id FROM compute_tasks WHERE status = 'pending' \
-             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $1",
-                args![i64::from(limit)],
+                "SELECT coop_id, task_id FROM compute_tasks WHERE status = $1 \
+             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $2",
+                args![TaskStatus::Pending.as_str(), i64::from(limit)],
             )
             .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
     async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = self.read_all("SELECT coop_id, task_id FROM compute_tasks WHERE status = 'claimed' AND deadline <= $1 ORDER BY deadline LIMIT 500", args![to_i64(now)?]).await?;
+        let rows: Vec<(String, String)> = self
+            .read_all(
+                "SELECT coop_id, task_id FROM compute_tasks WHERE status IN ($1, $2) AND deadline <= $3 \
+                 ORDER BY deadline LIMIT 500",
+                args![TaskStatus::Claimed.as_str(), TaskStatus::Running.as_str(), to_i64(now)?],
+            )
+            .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 }

@@ -1,6 +1,8 @@
 //! `trust score|set|revoke|edges`. Scores are computed by the gateway from its graph; the
 //! command line never derives one itself.
 
+use gateway_client::PageRequest;
+
 use super::{Context, LoggedIn};
 use crate::cli::TrustCommand;
 use crate::output::{Table, short_did, time};
@@ -24,20 +26,25 @@ pub(crate) async fn run(context: &Context, session: &LoggedIn, command: TrustCom
             client.revoke_trust(&did).await?;
             out.show(&serde_json::json!({ "revoked": did.as_str() }), || format!("revoked your trust in {did}"))
         }
-        TrustCommand::Edges { did } => {
-            let edges = client.trust_edges(&did).await?;
+        TrustCommand::Edges { did, page } => {
+            let edges =
+                client.trust_edges(&did, PageRequest { limit: Some(page.limit), offset: Some(page.offset) }).await?;
             out.show(&edges, || {
                 let mut outgoing = Table::new(&["TRUSTS", "SCORE", "SINCE (UTC)"]);
-                for e in &edges.outgoing {
+                for e in edges.outgoing() {
                     outgoing.row(vec![short_did(&e.target_did), e.score.to_string(), time(e.updated_at)]);
                 }
                 let mut incoming = Table::new(&["TRUSTED BY", "SCORE", "SINCE (UTC)"]);
-                for e in &edges.incoming {
+                for e in edges.incoming() {
                     incoming.row(vec![short_did(&e.source_did), e.score.to_string(), time(e.updated_at)]);
                 }
+                let footer = if edges.pagination.has_more {
+                    format!("\n({} of {}; more with --offset)", edges.edges.len(), edges.pagination.total)
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{}\n\n{}\n\n{}",
-                    edges.did,
+                    "{did}\n\n{}\n\n{}{footer}",
                     outgoing.render("trusts nobody"),
                     incoming.render("trusted by nobody")
                 )

@@ -123,12 +123,14 @@ async fn trust_edges_are_set_replaced_listed_and_revoked() {
     let replaced = admin.client.set_trust(target, 0.6).await.unwrap();
     assert!(replaced.replaced);
     assert_eq!(replaced.edge.score, 0.6);
-    let edges = admin.client.trust_edges(target).await.unwrap();
-    assert_eq!(edges.incoming.len(), 1);
+    let edges = admin.client.trust_edges(target, PageRequest::default()).await.unwrap();
+    assert_eq!(edges.incoming().count(), 1);
+    assert_eq!(edges.edges[0].direction, gateway_client::EdgeDirection::Incoming);
+    assert_eq!(edges.pagination.total, 1);
     let score = admin.client.trust_score(target).await.unwrap();
     assert_eq!(score.class, "Federated", "the test gateway's default score is 0.9");
     admin.client.revoke_trust(target).await.unwrap();
-    assert!(admin.client.trust_edges(target).await.unwrap().incoming.is_empty());
+    assert_eq!(admin.client.trust_edges(target, PageRequest::default()).await.unwrap().incoming().count(), 0);
 }
 
 #[tokio::test]
@@ -148,7 +150,11 @@ async fn governance_from_domain_to_receipt() {
         .await
         .unwrap();
     assert_eq!(domain.members.len(), 3);
-    assert_eq!(admin.client.domains().await.unwrap().domains.len(), 1);
+    // Every coop also has its built-in `coop` domain of all members.
+    let listed = admin.client.domains().await.unwrap().domains;
+    let ids: Vec<&str> = listed.iter().map(|d| d.domain_id.as_str()).collect();
+    assert_eq!(ids, ["budget", "coop"]);
+    assert_eq!(listed[1].members.len(), 3);
     assert_eq!(admin.client.domain("budget").await.unwrap().name, "Budget");
 
     let draft = admin.client.create_proposal(&NewProposal::text("budget", "New oven", "Buy an oven")).await.unwrap();

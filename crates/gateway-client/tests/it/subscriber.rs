@@ -223,6 +223,20 @@ async fn shutdown_is_honoured_with_the_requested_delay() {
 }
 
 #[tokio::test]
+async fn a_revoked_membership_ends_the_subscription_without_reconnecting() {
+    let mut fake = Fake::start(false).await;
+    let mut events = subscribe(&fake, None).await;
+    let (mut conn, _) = fake.accept().await;
+    conn.authenticate(0).await;
+    next(&mut events).await;
+    conn.send(json!({"type": "Shutdown", "reason": "membership_revoked", "reconnect_after_ms": null})).await;
+    let StreamItem::Failed(Error::Authorization { reason, .. }) = next(&mut events).await else { panic!() };
+    assert_eq!(reason.as_deref(), Some("membership_revoked"));
+    assert!(tokio::time::timeout(WAIT, events.next()).await.unwrap().is_none(), "the subscriber stopped");
+    assert!(tokio::time::timeout(Duration::from_secs(2), fake.accept()).await.is_err(), "no reconnection");
+}
+
+#[tokio::test]
 async fn a_refused_authentication_without_credentials_ends_the_subscription() {
     let mut fake = Fake::start(false).await;
     let mut events = subscribe(&fake, None).await;

@@ -39,7 +39,8 @@ pub struct VerifyRequest {
     /// Requested scopes, e.g. `["ledger:read"]`.
     #[serde(default)]
     pub scopes: Option<Vec<String>>,
-    /// The challenge signed; without it every outstanding challenge of the DID is tried.
+    /// The challenge signed (consumed, success or not); without it the DID's outstanding
+    /// challenges are tried and only the one the signature verifies is consumed.
     #[serde(default)]
     pub challenge_id: Option<String>,
 }

@@ -40,7 +40,9 @@ pub fn payment_amount(field: &str, amount: Amount) -> Result<Amount, ApiError> {
     amount.check_payment().map_err(|why| Error::bad_request_field(field, format!("{field} {why}")).into())
 }
 
-/// `limit` and `offset` of list routes.
+/// `limit` and `offset` of list routes. Through [`crate::extract::Query`], a value that is not a
+/// non-negative integer is 400 with `details.fields.<name>`; [`PageQuery::page`] refuses
+/// `limit=0` and offsets past what a store can count.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 pub struct PageQuery {
     /// Page size, default 50, at most 100 (larger values are clamped).
@@ -52,6 +54,9 @@ pub struct PageQuery {
 impl PageQuery {
     /// The validated page.
     pub fn page(&self) -> Result<PageRequest, ApiError> {
+        if self.offset.is_some_and(|o| i64::try_from(o).is_err()) {
+            return Err(Error::bad_request_field("offset", format!("offset is at most {}", i64::MAX)).into());
+        }
         PageRequest::new(self.limit, self.offset).map_err(|m| Error::bad_request_field("limit", m).into())
     }
 }

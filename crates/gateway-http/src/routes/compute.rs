@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use gateway_core::Error;
-use gateway_domain::ports::TaskRecord;
+use gateway_domain::ports::{TaskOutcome, TaskRecord};
 use gateway_domain::tasks::{Completion, Submission};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,7 +66,7 @@ fn task_json(t: &TaskRecord) -> Value {
     json!({
         "task_id": t.task_id,
         "task_hash": t.task_hash,
-        "status": t.status,
+        "status": t.status.as_str(),
         "submitter": t.submitter.as_str(),
         "executor": t.executor,
         "code_type": t.code_type,
@@ -115,7 +115,7 @@ async fn submit_task(state: &AppState, caller: &crate::Caller, body: Value) -> A
         .await?;
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status })),
+        axum::Json(json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status.as_str() })),
     )
         .into_response())
 }
@@ -152,7 +152,8 @@ async fn list_of(state: &AppState, caller: &crate::Caller, filters: TaskFilters)
 
 /// Tasks of the token's coop, newest first.
 #[utoipa::path(get, path = "/v1/compute/tasks", tag = "compute", security(("bearer" = [])), params(TaskFilters),
-    responses((status = 200, description = "`{tasks, pagination}`", body = Object)))]
+    responses((status = 200, description = "`{tasks, pagination}`", body = Object),
+              (status = 400, description = "Unknown status, invalid limit or offset", body = crate::openapi::ErrorBody)))]
 pub async fn list_tasks(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
@@ -206,7 +207,10 @@ async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiRes
 
 /// Cancels a pending or claimed task (its submitter only).
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/cancel", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The cancelled task", body = Object), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The cancelled task", body = Object),
+              (status = 403, description = "Not the submitter (`details.reason = \"not_the_submitter\"`)", body = crate::openapi::ErrorBody),
+              (status = 404, body = crate::openapi::ErrorBody),
+              (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
@@ -226,26 +230,33 @@ pub async fn short_cancel(
     cancel_of(&state, &caller, &id).await
 }
 
-/// Claims a pending task for the calling executor (deadline 60 s).
+/// Claims a pending task for the calling executor (trust ≥ 0.3; deadline 60 s).
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/claim", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The claimed task, with its code and inputs", body = Object), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The claimed task, with its code and inputs", body = Object),
+              (status = 403, description = "Missing scope (`AUTHORIZATION_FAILED`) or trust below 0.3 (`INSUFFICIENT_TRUST`, with required and actual)", body = crate::openapi::ErrorBody),
+              (status = 404, body = crate::openapi::ErrorBody),
+              (status = 409, description = "Not pending", body = crate::openapi::ErrorBody)))]
 pub async fn claim(
     State(state): State<AppState>,
     caller: Authorized<ComputeExecute>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let coop = caller.coop()?.clone();
-    let task = state.compute.claim(&coop, caller.did.as_str(), &id).await?;
+    let task = state.compute.claim(&coop, &caller.did, &id).await?;
     let mut body = task_json(&task);
     body["code"] = json!(task.code);
     body["deadline"] = json!(task.deadline);
     Ok(Json(body))
 }
 
-/// Completes a claimed task with a signed result.
+/// Completes a claimed task with a signed result; only the executor that claimed it may.
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/complete", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = CompleteBody,
-    responses((status = 200, description = "The finished task", body = Object), (status = 400, description = "Bad signature", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The finished task", body = Object),
+              (status = 400, description = "Bad signature, outcome or fuel_used", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Not the executor that claimed the task (`details.reason = \"not_the_executor\"`)", body = crate::openapi::ErrorBody),
+              (status = 404, body = crate::openapi::ErrorBody),
+              (status = 409, description = "Not claimed", body = crate::openapi::ErrorBody)))]
 pub async fn complete(
     State(state): State<AppState>,
     caller: Authorized<ComputeExecute>,
@@ -253,11 +264,19 @@ pub async fn complete(
     Json(body): Json<CompleteBody>,
 ) -> ApiResult<Json<Value>> {
     let coop = caller.coop()?.clone();
+    let outcome = body
+        .outcome
+        .as_deref()
+        .map(|text| {
+            TaskOutcome::parse(text)
+                .ok_or_else(|| Error::bad_request_field("outcome", "outcome is success, failed or out_of_fuel"))
+        })
+        .transpose()?;
     let completion = Completion {
         output: body.output,
         fuel_used: body.fuel_used,
         signature: body.signature,
-        outcome: body.outcome,
+        outcome,
         error: body.error,
     };
     Ok(Json(task_json(&state.compute.complete(&coop, &caller.did, &id, completion).await?)))

@@ -1,4 +1,5 @@
-//! Notification routes of both families: only ever the caller's own notifications.
+//! Notification routes of both families: only ever the caller's own notifications of the
+//! token's coop (an identity-only token is refused by the `authenticate` middleware).
 
 use axum::extract::State;
 use gateway_domain::ports::NotificationRecord;
@@ -38,16 +39,19 @@ fn notification_json(n: &NotificationRecord) -> Value {
     })
 }
 
-/// The caller's notifications, newest first, with the unread count.
+/// The caller's notifications of the token's coop, newest first, with their unread count.
 #[utoipa::path(get, path = "/v1/notifications", tag = "notifications", security(("bearer" = [])), params(NotificationQuery),
-    responses((status = 200, description = "`{notifications, pagination, unread_count}`", body = Object)))]
+    responses((status = 200, description = "`{notifications, pagination, unread_count}`", body = Object),
+              (status = 400, description = "Invalid limit or offset", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
 pub async fn list_notifications(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Query(query): Query<NotificationQuery>,
 ) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?;
     let page = PageQuery { limit: query.limit, offset: query.offset }.page()?;
-    let result = state.notifications.list(&caller.did, query.unread_only, page).await?;
+    let result = state.notifications.list(&caller.did, coop, query.unread_only, page).await?;
     let mut body = list("notifications", result.items.iter().map(notification_json).collect(), page.info(result.total));
     body.insert("unread_count".into(), json!(result.unread));
     Ok(Json(Value::Object(body)))
@@ -55,7 +59,9 @@ pub async fn list_notifications(
 
 /// The caller's notifications (short family).
 #[utoipa::path(get, path = "/notifications", tag = "notifications", security(("bearer" = [])), params(NotificationQuery),
-    responses((status = 200, description = "`{notifications, pagination, unread_count}`", body = Object)))]
+    responses((status = 200, description = "`{notifications, pagination, unread_count}`", body = Object),
+              (status = 400, description = "Invalid limit or offset", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
 pub async fn short_list(
     state: State<AppState>,
     caller: Authorized<AnyToken>,
@@ -64,20 +70,26 @@ pub async fn short_list(
     list_notifications(state, caller, query).await
 }
 
-/// Marks one of the caller's notifications read; anyone else's is 404.
+/// Marks one of the caller's notifications of the token's coop read; anyone else's, or another
+/// coop's, is 404.
 #[utoipa::path(post, path = "/v1/notifications/{id}/read", tag = "notifications", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The notification", body = Object), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The notification", body = Object),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody),
+              (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn mark_read(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(notification_json(&state.notifications.mark_read(&caller.did, &id).await?)))
+    let coop = caller.coop()?;
+    Ok(Json(notification_json(&state.notifications.mark_read(&caller.did, coop, &id).await?)))
 }
 
 /// Marks one read (short family).
 #[utoipa::path(post, path = "/notifications/{id}/read", tag = "notifications", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The notification", body = Object)))]
+    responses((status = 200, description = "The notification", body = Object),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody),
+              (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn short_mark_read(
     state: State<AppState>,
     caller: Authorized<AnyToken>,
@@ -86,16 +98,19 @@ pub async fn short_mark_read(
     mark_read(state, caller, id).await
 }
 
-/// Marks all of the caller's notifications read.
+/// Marks all of the caller's notifications of the token's coop read.
 #[utoipa::path(post, path = "/v1/notifications/read-all", tag = "notifications", security(("bearer" = [])),
-    responses((status = 200, description = "`{marked}`", body = Object)))]
+    responses((status = 200, description = "`{marked}`", body = Object),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
 pub async fn mark_all_read(State(state): State<AppState>, caller: Authorized<AnyToken>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({ "marked": state.notifications.mark_all_read(&caller.did).await? })))
+    let coop = caller.coop()?;
+    Ok(Json(json!({ "marked": state.notifications.mark_all_read(&caller.did, coop).await? })))
 }
 
 /// Marks all read (short family).
 #[utoipa::path(post, path = "/notifications/read-all", tag = "notifications", security(("bearer" = [])),
-    responses((status = 200, description = "`{marked}`", body = Object)))]
+    responses((status = 200, description = "`{marked}`", body = Object),
+              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
 pub async fn short_mark_all_read(state: State<AppState>, caller: Authorized<AnyToken>) -> ApiResult<Json<Value>> {
     mark_all_read(state, caller).await
 }

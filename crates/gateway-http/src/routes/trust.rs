@@ -12,8 +12,8 @@ use utoipa::ToSchema;
 use crate::caller::Authorized;
 use crate::caller::scopes::{TrustRead, TrustWrite};
 use crate::error::ApiResult;
-use crate::extract::{Json, Path};
-use crate::routes::common;
+use crate::extract::{Json, Path, Query};
+use crate::routes::common::{self, PageQuery};
 use crate::state::AppState;
 
 /// Setting an edge.
@@ -69,21 +69,31 @@ pub async fn short_score(
     score(state, caller, did).await
 }
 
-/// A DID's outgoing and incoming edges.
-#[utoipa::path(get, path = "/v1/trust/{did}/edges", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
-    responses((status = 200, description = "`{did, outgoing, incoming}`", body = Object)))]
+/// A DID's edges, outgoing first, then incoming, each marked with its `direction`.
+#[utoipa::path(get, path = "/v1/trust/{did}/edges", tag = "trust", security(("bearer" = [])), params(("did" = String, Path), PageQuery),
+    responses((status = 200, description = "`{edges: [{source_did, target_did, score, updated_at, direction}], pagination}`", body = Object),
+              (status = 400, description = "Invalid DID, limit or offset", body = crate::openapi::ErrorBody)))]
 pub async fn edges(
     State(state): State<AppState>,
     _caller: Authorized<TrustRead>,
     Path(did): Path<String>,
+    Query(query): Query<PageQuery>,
 ) -> ApiResult<Json<Value>> {
     let did = common::did("did", &did)?;
+    let page = query.page()?;
     let (outgoing, incoming) = state.trust.graph().edges_of(&did);
-    Ok(Json(json!({
-        "did": did.as_str(),
-        "outgoing": outgoing.iter().map(edge_json).collect::<Vec<_>>(),
-        "incoming": incoming.iter().map(edge_json).collect::<Vec<_>>(),
-    })))
+    let total = (outgoing.len() + incoming.len()) as u64;
+    let directed = outgoing.iter().map(|e| (e, "outgoing")).chain(incoming.iter().map(|e| (e, "incoming")));
+    let items = directed
+        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+        .take(page.limit as usize)
+        .map(|(edge, direction)| {
+            let mut item = edge_json(edge);
+            item["direction"] = json!(direction);
+            item
+        })
+        .collect();
+    Ok(Json(Value::Object(common::list("edges", items, page.info(total)))))
 }
 
 /// Sets or replaces the caller's edge: 201 when created, 200 when replaced.

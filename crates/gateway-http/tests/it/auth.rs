@@ -106,7 +106,7 @@ async fn verify_steps_fail_in_the_specified_order() {
 }
 
 #[tokio::test]
-async fn nonce_is_single_use_even_after_a_failed_attempt() {
+async fn nonce_is_single_use_and_a_named_challenge_is_consumed_by_a_failed_attempt() {
     let app = TestApp::new().await;
     let (signing, did) = key(4);
     let challenge = app.challenge(&did).await;
@@ -116,15 +116,82 @@ async fn nonce_is_single_use_even_after_a_failed_attempt() {
     assert_eq!(app.post("/v1/auth/verify", body.clone()).await.status, StatusCode::OK);
     app.post("/v1/auth/verify", body).await.assert_error(401, "AUTHENTICATION_FAILED");
 
-    // A failed attempt consumes the challenge too: the right signature afterwards is refused.
+    // A failed attempt that names the challenge consumes it: the right signature afterwards is
+    // refused.
     let challenge = app.challenge(&did).await;
     let nonce = challenge["nonce"].as_str().unwrap();
+    let attempt = |signature: String| json!({ "did": did.to_string(), "signature": signature, "challenge_id": challenge["challenge_id"], "coop_id": "c1", "scopes": [] });
     let wrong = signature_over(99, nonce.as_bytes());
-    let attempt =
-        |signature: String| json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] });
     app.post("/v1/auth/verify", attempt(wrong)).await.assert_error(401, "AUTHENTICATION_FAILED");
     let right = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
     app.post("/v1/auth/verify", attempt(right)).await.assert_error(401, "AUTHENTICATION_FAILED");
+}
+
+/// A stranger who knows a DID cannot burn its challenges: a verify without `challenge_id`
+/// whose signature verifies against no outstanding challenge consumes nothing.
+#[tokio::test]
+async fn a_strangers_bad_signatures_do_not_burn_the_owners_challenge() {
+    for app in TestApp::every_store_with(true, 0.9, vec![]).await {
+        let (signing, did) = key(20);
+        let nonce = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
+        let attempt = |signature: String| json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": ["ledger:read"] });
+        // The stranger signs the nonce with another key, signs something else, or sends noise.
+        for forged in [signature_over(98, nonce.as_bytes()), signature_over(98, b"guess"), "ab".repeat(64)] {
+            let refused = app.post("/v1/auth/verify", attempt(forged)).await;
+            refused.assert_error(401, "AUTHENTICATION_FAILED");
+            assert_eq!(refused.body["details"], json!({}), "{:?}", app.backend);
+        }
+        let owner = app.post("/v1/auth/verify", attempt(hex::encode(signing.sign(nonce.as_bytes()).to_bytes()))).await;
+        assert_eq!(owner.status, StatusCode::OK, "{:?}: {}", app.backend, owner.body);
+        // Consumed by the owner's success: once only.
+        let again = app.post("/v1/auth/verify", attempt(hex::encode(signing.sign(nonce.as_bytes()).to_bytes()))).await;
+        again.assert_error(401, "AUTHENTICATION_FAILED");
+
+        // With several outstanding, only the one signed is consumed.
+        let first = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
+        let second = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
+        for nonce in [&second, &first] {
+            let signed =
+                app.post("/v1/auth/verify", attempt(hex::encode(signing.sign(nonce.as_bytes()).to_bytes()))).await;
+            assert_eq!(signed.status, StatusCode::OK, "{:?}: {}", app.backend, signed.body);
+        }
+    }
+}
+
+/// Login answers are never cached: challenge and verify, successes and refusals.
+#[tokio::test]
+async fn login_answers_carry_no_store() {
+    let app = TestApp::new().await;
+    let (signing, did) = key(21);
+    let challenge = app.post("/v1/auth/challenge", json!({ "did": did.to_string() })).await;
+    assert_eq!(challenge.status, StatusCode::OK);
+    let nonce = challenge.body["nonce"].as_str().unwrap().to_owned();
+    let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
+    let answers = [
+        ("challenge 200", challenge),
+        ("challenge 400", app.post("/v1/auth/challenge", json!({ "did": "nope" })).await),
+        ("challenge 400 bad JSON", app.post("/v1/auth/challenge", json!("x")).await),
+        (
+            "verify 200",
+            app.post(
+                "/v1/auth/verify",
+                json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] }),
+            )
+            .await,
+        ),
+        (
+            "verify 401",
+            app.post(
+                "/v1/auth/verify",
+                json!({ "did": did.to_string(), "signature": signature, "coop_id": "c1", "scopes": [] }),
+            )
+            .await,
+        ),
+        ("verify 400", app.post("/v1/auth/verify", json!({ "did": did.to_string(), "signature": "zz" })).await),
+    ];
+    for (name, answer) in answers {
+        assert_eq!(answer.headers.get(header::CACHE_CONTROL).map(|v| v.to_str().unwrap()), Some("no-store"), "{name}");
+    }
 }
 
 #[tokio::test]
@@ -301,4 +368,86 @@ async fn scope_policy_applies_without_open_enrollment() {
         .await;
     refused.assert_error(403, "AUTHORIZATION_FAILED");
     assert_eq!(refused.body["details"]["refused_scopes"], json!(["ledger:write"]));
+}
+
+/// An identity-only token (the spec's `{did, challenge_id, signature}` login) opens the
+/// identity routes and nothing else: every other protected route of the OpenAPI document
+/// answers 403 `identity_only`, notifications included.
+#[tokio::test]
+async fn identity_only_tokens_reach_the_identity_routes_only() {
+    for app in TestApp::every_store().await {
+        let (signing, did) = key(22);
+        let challenge = app.challenge(&did).await;
+        let signature = hex::encode(signing.sign(challenge["nonce"].as_str().unwrap().as_bytes()).to_bytes());
+        let login = app
+            .post(
+                "/v1/auth/verify",
+                json!({ "did": did.to_string(), "challenge_id": challenge["challenge_id"], "signature": signature }),
+            )
+            .await;
+        assert_eq!(login.status, StatusCode::OK, "{}", login.body);
+        let token = login.body["token"].as_str().unwrap().to_owned();
+
+        let doc = app.call(Method::GET, "/api-docs/openapi.json", None, None).await.body;
+        let mut identity_routes = 0;
+        let mut refused = Vec::new();
+        let mut public = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if operation.get("security").is_none() {
+                    public.push(format!("{} {path}", method.to_uppercase()));
+                    continue;
+                }
+                // Every path parameter gets a value of the right shape.
+                let uri = path
+                    .split('/')
+                    .map(|part| match part {
+                        "{did}" => did.to_string(),
+                        p if p.starts_with('{') => "x1".to_owned(),
+                        p => p.to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                let body = matches!(method, Method::POST | Method::PUT).then(|| json!({}));
+                let answer = app.call(method.clone(), &uri, body, Some(&token)).await;
+                if path.starts_with("/identity/") || path.starts_with("/v1/identity/") {
+                    assert_eq!(answer.status, StatusCode::OK, "{method} {uri}: {}", answer.body);
+                    identity_routes += 1;
+                    continue;
+                }
+                answer.assert_error(403, "AUTHORIZATION_FAILED");
+                assert_eq!(answer.body["details"], json!({ "reason": "identity_only" }), "{method} {uri}");
+                assert_eq!(answer.headers[header::CACHE_CONTROL], "no-store", "{method} {uri}");
+                refused.push(format!("{method} {path}"));
+            }
+        }
+        assert_eq!(identity_routes, 2, "/identity/did and /identity/public-key");
+        // A protected route missing from the walk would be one documented without `security`.
+        let known_public = [
+            "GET /healthz",
+            "GET /readyz",
+            "GET /v1/coops/{id}/stats",
+            "GET /v1/gov/signing-keys",
+            "GET /v1/health",
+            "GET /v1/identity/resolve/{did}",
+            "POST /v1/auth/challenge",
+            "POST /v1/auth/verify",
+        ];
+        for route in &public {
+            assert!(known_public.contains(&route.as_str()), "{route} has no `security` but is not a public route");
+        }
+        for expected in [
+            "GET /v1/notifications",
+            "GET /notifications",
+            "POST /v1/notifications/{id}/read",
+            "POST /notifications/read-all",
+            "POST /v1/coops",
+            "GET /v1/compute/tasks",
+            "POST /v1/ledger/{coop}/payment",
+        ] {
+            assert!(refused.iter().any(|r| r == expected), "{expected} was not walked: {refused:?}");
+        }
+        assert!(refused.len() > 50, "{} protected routes walked", refused.len());
+    }
 }

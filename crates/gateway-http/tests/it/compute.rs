@@ -177,3 +177,109 @@ async fn low_trust_cannot_submit() {
     r.assert_error(403, "INSUFFICIENT_TRUST");
     assert_eq!(r.body["details"]["required"], 0.3);
 }
+
+fn completion(seed: u8, task_hash: &str, output: &Value) -> Value {
+    let mut message = hex::decode(task_hash).unwrap();
+    // One key: the compact JSON is its JCS form.
+    message.extend_from_slice(&Sha256::digest(serde_json::to_vec(output).unwrap()));
+    json!({ "output": output, "fuel_used": 5, "signature": hex::encode(key(seed).0.sign(&message).to_bytes()) })
+}
+
+/// An executor needs trust 0.3 to claim; only the executor holding the claim may complete, and
+/// anyone else is refused whatever the task's state.
+#[tokio::test]
+async fn claiming_needs_trust_and_only_the_claimer_completes() {
+    for app in TestApp::every_store_with(false, 0.0, vec![key(1).1]).await {
+        let backend = app.backend;
+        let (anchor, m) = app.coop_with_members("c1", 1, &[2, 3, 4]).await;
+        let trust = |target: u8, score: f64| {
+            let body = json!({ "target_did": did_of(target), "score": score });
+            let (app, anchor) = (&app, anchor.clone());
+            async move { assert!(app.post_as("/v1/trust/edges", body, &anchor).await.status.is_success()) }
+        };
+        trust(2, 0.9).await;
+        trust(3, 0.2).await;
+        let (submitter, executor, stranger) = (&m[0], &m[1], &m[2]);
+        let submitted = app.post_as("/v1/compute/submit", task("2"), submitter).await;
+        assert_eq!(submitted.status, StatusCode::CREATED, "{backend:?}: {}", submitted.body);
+        let id = submitted.body["task_id"].as_str().unwrap().to_owned();
+        let task_hash = submitted.body["task_hash"].as_str().unwrap().to_owned();
+        let claim = format!("/v1/compute/tasks/{id}/claim");
+        let complete = format!("/v1/compute/tasks/{id}/complete");
+
+        let low = app.post_as(&claim, json!({}), executor).await;
+        low.assert_error(403, "INSUFFICIENT_TRUST");
+        assert_eq!(low.body["details"], json!({ "required": 0.3, "actual": 0.2 }), "{backend:?}");
+        let untrusted = app.post_as(&claim, json!({}), stranger).await;
+        untrusted.assert_error(403, "INSUFFICIENT_TRUST");
+        assert_eq!(untrusted.body["details"], json!({ "required": 0.3, "actual": 0.0 }));
+        assert_eq!(app.get(&format!("/v1/compute/tasks/{id}"), submitter).await.body["status"], "pending");
+
+        trust(3, 0.5).await;
+        let claimed = app.post_as(&claim, json!({}), executor).await;
+        assert_eq!(claimed.status, StatusCode::OK, "{backend:?}: {}", claimed.body);
+        assert_eq!(claimed.body["executor"], did_of(3));
+
+        // Others, each with a signature of their own that verifies: refused before anything.
+        let output = json!({ "value": 4 });
+        for (seed, token) in [(4, stranger), (1, &anchor), (2, submitter)] {
+            let stolen = app.post_as(&complete, completion(seed, &task_hash, &output), token).await;
+            stolen.assert_error(403, "AUTHORIZATION_FAILED");
+            assert_eq!(stolen.body["details"], json!({ "reason": "not_the_executor" }), "{backend:?} seed {seed}");
+        }
+        let done = app.post_as(&complete, completion(3, &task_hash, &output), executor).await;
+        assert_eq!(done.status, StatusCode::OK, "{backend:?}: {}", done.body);
+        assert_eq!(done.body["status"], "completed");
+        assert_eq!(
+            done.body["result"],
+            json!({ "outcome": "success", "output": output, "error": null, "fuel_used": 5 })
+        );
+        // Once completed: still 403 for others, 409 for the executor.
+        app.post_as(&complete, completion(4, &task_hash, &output), stranger)
+            .await
+            .assert_error(403, "AUTHORIZATION_FAILED");
+        let twice = app.post_as(&complete, completion(3, &task_hash, &output), executor).await;
+        twice.assert_error(409, "CONFLICT");
+    }
+}
+
+/// A cancelled task is listed under `status=cancelled` (both families); a misspelt status is
+/// 400 naming the parameter.
+#[tokio::test]
+async fn cancelled_tasks_are_found_by_the_status_filter() {
+    for app in TestApp::every_store().await {
+        let backend = app.backend;
+        let (_, m) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let kept =
+            app.post_as("/v1/compute/submit", task("1"), &m[0]).await.body["task_id"].as_str().unwrap().to_owned();
+        let gone = app.post_as("/compute/tasks", task("2"), &m[0]).await.body["task_id"].as_str().unwrap().to_owned();
+        let claimed =
+            app.post_as("/v1/compute/submit", task("3"), &m[0]).await.body["task_id"].as_str().unwrap().to_owned();
+        let cancelled = app.post_as(&format!("/v1/compute/tasks/{gone}/cancel"), json!({}), &m[0]).await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{backend:?}: {}", cancelled.body);
+        assert_eq!(cancelled.body["status"], "cancelled");
+        assert_eq!(
+            cancelled.body["result"],
+            json!({ "outcome": "cancelled", "output": null, "error": null, "fuel_used": 0 })
+        );
+        app.post_as(&format!("/v1/compute/tasks/{claimed}/claim"), json!({}), &m[1]).await;
+
+        for uri in ["/v1/compute/tasks?status=cancelled", "/compute/tasks?status=cancelled"] {
+            let listed = app.get(uri, &m[0]).await;
+            assert_eq!(listed.body["pagination"]["total"], 1, "{backend:?} {uri}: {}", listed.body);
+            assert_eq!(listed.body["tasks"][0]["task_id"], gone.as_str());
+            assert_eq!(listed.body["tasks"][0]["status"], "cancelled");
+        }
+        let pending = app.get("/v1/compute/tasks?status=pending", &m[0]).await;
+        assert_eq!(pending.body["tasks"][0]["task_id"], kept.as_str(), "{backend:?}: {}", pending.body);
+        assert_eq!(pending.body["pagination"]["total"], 1);
+        for filter in ["claimed", "running"] {
+            let held = app.get(&format!("/v1/compute/tasks?status={filter}"), &m[0]).await;
+            assert_eq!(held.body["tasks"][0]["task_id"], claimed.as_str(), "{backend:?} {filter}: {}", held.body);
+        }
+        assert_eq!(app.get("/v1/compute/tasks", &m[0]).await.body["pagination"]["total"], 3);
+        let misspelt = app.get("/v1/compute/tasks?status=canceled", &m[0]).await;
+        misspelt.assert_error(400, "BAD_REQUEST");
+        assert!(misspelt.body["details"]["fields"]["status"].is_array(), "{}", misspelt.body);
+    }
+}

@@ -254,3 +254,43 @@ async fn no_route_leaks_another_coops_data() {
     assert_eq!(mine.body["read"], true);
     assert_eq!(app.call(Method::POST, "/v1/notifications/read-all", None, Some(member_b)).await.body["marked"], 0);
 }
+
+/// Creating a coop that exists is 409 for whoever asks: also a non-member whose token for that
+/// id was issued while it did not exist yet (the existence check comes before membership).
+#[tokio::test]
+async fn creating_an_existing_coop_is_409_even_for_a_non_member() {
+    for app in TestApp::every_store().await {
+        let backend = app.backend;
+        // Both log in for "late" while it does not exist: each may create it.
+        let early = app.token(5, "late", &["coop:read", "coop:write"]).await;
+        let founder = app.token(6, "late", &["coop:read", "coop:write"]).await;
+        let created = app.post_as("/v1/coops", json!({ "name": "Late", "coop_type": "worker" }), &founder).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{backend:?}: {}", created.body);
+        for (uri, body) in [
+            ("/v1/coops", json!({ "name": "Mine", "coop_type": "worker" })),
+            ("/coops", json!({ "name": "Mine", "coop_type": "worker" })),
+            ("/v1/coops", json!({ "id": "late", "name": "Mine", "coop_type": "worker" })),
+        ] {
+            let taken = app.post_as(uri, body, &early).await;
+            taken.assert_error(409, "CONFLICT");
+            assert_eq!(
+                taken.body["details"],
+                json!({ "reason": "cooperative 'late' already exists" }),
+                "{backend:?} {uri}"
+            );
+        }
+        // The exemption is for creating only: everything else stays closed to the non-member.
+        let read = app.get("/v1/coops/late", &early).await;
+        read.assert_error(403, "AUTHORIZATION_FAILED");
+        let members = app.get("/v1/coops/late/members", &early).await;
+        members.assert_error(403, "AUTHORIZATION_FAILED");
+        let listed = app.get("/v1/coops", &early).await;
+        listed.assert_error(403, "AUTHORIZATION_FAILED");
+        // Another id than the token's is still 403, before existence.
+        let other =
+            app.post_as("/v1/coops", json!({ "id": "elsewhere", "name": "E", "coop_type": "worker" }), &early).await;
+        other.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(other.body["details"], json!({ "coop_id": "elsewhere" }));
+        assert_eq!(app.get("/v1/coops/late", &founder).await.body["created_by"], did_of(6));
+    }
+}

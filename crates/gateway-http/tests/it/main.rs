@@ -12,5 +12,6 @@ mod governance;
 mod headers;
 mod ledger;
 mod limits;
+mod notifications;
 mod support;
 mod trust;

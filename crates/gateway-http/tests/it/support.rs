@@ -228,8 +228,10 @@ impl TestApp {
 
     /// Creates `coop` with `admin_seed` as its admin and the other seeds as members; returns
     /// (admin token, member tokens) with every scope a role allows.
+    ///
+    /// The admin logs in twice: for a coop that does not exist yet the scope policy grants only
+    /// `coop:read`/`coop:write` (unless enrollment is open), then, once admin, every scope.
     pub async fn coop_with_members(&self, coop: &str, admin_seed: u8, member_seeds: &[u8]) -> (String, Vec<String>) {
-        // As a founder must without open enrollment: bootstrap scopes, create, log in again.
         let founder = self.token(admin_seed, coop, &["coop:read", "coop:write"]).await;
         let created = self
             .post_as("/v1/coops", json!({ "name": coop, "coop_type": "worker", "description": "test" }), &founder)

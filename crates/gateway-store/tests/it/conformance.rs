@@ -84,7 +84,7 @@ async fn payments_events_and_notifications(backend: Backend) {
     assert_eq!(events[3].event_type, "PaymentCreated");
     assert_eq!(events[3].data["amount"], serde_json::json!(10));
     assert_eq!(f.store.events_after(&coop, 4, 100).await.unwrap().len(), 1);
-    let inbox = f.notifications.list(&did(2), false, PageRequest::default()).await.unwrap();
+    let inbox = f.notifications.list(&did(2), &coop, false, PageRequest::default()).await.unwrap();
     assert_eq!(inbox.items[0].kind, "payment_received");
     assert_eq!(inbox.unread, 2);
     // A refused payment writes nothing: no event, no balance change.
@@ -228,7 +228,7 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
     assert_eq!(closed.outcome, Some(gateway_domain::governance::Outcome::Approved));
     assert_eq!(f.governance.proof(&coop, &proposal.id).await.unwrap()["tally"]["for"], 3);
     for n in 0..5 {
-        let inbox = f.notifications.list(&did(n), false, PageRequest::default()).await.unwrap();
+        let inbox = f.notifications.list(&did(n), &coop, false, PageRequest::default()).await.unwrap();
         let kinds: Vec<&str> = inbox.items.iter().map(|i| i.kind.as_str()).collect();
         assert!(kinds.contains(&"proposal_closed") && kinds.contains(&"proposal_opened"), "member {n}: {kinds:?}");
         let closed_note = inbox.items.iter().find(|i| i.kind == "proposal_closed").unwrap();
@@ -264,7 +264,7 @@ async fn fanouts_expand_once_per_recipient(backend: Backend) {
     insert_fanout(&f, fanout(&coop, &[2], "second")).await;
     assert!(f.store.pending_notification_fanouts().await.unwrap());
     // Reading expands what is pending, so a recipient sees every committed fan-out.
-    let inbox = f.notifications.list(&did(2), false, PageRequest::default()).await.unwrap();
+    let inbox = f.notifications.list(&did(2), &coop, false, PageRequest::default()).await.unwrap();
     let titles: Vec<&str> = inbox.items.iter().map(|n| n.title.as_str()).collect();
     assert_eq!(titles, ["second", "first"], "newest first");
     assert_eq!((inbox.total, inbox.unread), (2, 2));
@@ -272,7 +272,7 @@ async fn fanouts_expand_once_per_recipient(backend: Backend) {
     assert_eq!(expand_fanouts(f.store.as_ref()).await.unwrap(), 0, "nothing is expanded twice");
     let mut ids = Vec::new();
     for n in 1..=3 {
-        let inbox = f.notifications.list(&did(n), false, PageRequest::default()).await.unwrap();
+        let inbox = f.notifications.list(&did(n), &coop, false, PageRequest::default()).await.unwrap();
         for note in &inbox.items {
             assert_eq!(note.recipient, did(n));
             assert_eq!(note.data["title"], note.title.as_str());
@@ -291,7 +291,7 @@ async fn fanouts_expand_once_per_recipient(backend: Backend) {
     assert_eq!(ids.len(), 4, "every notification has its own id");
     // Marking read also sees pending fan-outs.
     insert_fanout(&f, fanout(&coop, &[1, 3], "third")).await;
-    assert_eq!(f.notifications.mark_all_read(&did(3)).await.unwrap(), 2);
+    assert_eq!(f.notifications.mark_all_read(&did(3), &coop).await.unwrap(), 2);
 }
 
 /// Expansions running at the same time as each other and as new fan-outs lose nothing and
@@ -307,7 +307,7 @@ async fn concurrent_fanout_expansions(backend: Backend) {
     created += expand_fanouts(f.store.as_ref()).await.unwrap();
     assert_eq!(created, 20 * 50);
     for n in [1, 25, 50] {
-        let inbox = f.notifications.list(&did(n), false, PageRequest { limit: 100, offset: 0 }).await.unwrap();
+        let inbox = f.notifications.list(&did(n), &coop, false, PageRequest { limit: 100, offset: 0 }).await.unwrap();
         let mut titles: Vec<String> = inbox.items.iter().map(|n| n.title.clone()).collect();
         titles.sort();
         titles.dedup();

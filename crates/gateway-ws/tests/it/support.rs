@@ -65,18 +65,14 @@ impl Domain {
         coop
     }
 
-    /// Removes `who` from `coop` by an approved proposal: a domain of the admin alone, a
-    /// membership proposal opened at once, the admin's vote for it, and the close that executes
-    /// it. Events: domain, proposal created, opened, vote, then `MemberRemoved` and the close.
-    /// Returns the `MemberRemoved` event's seq.
+    /// Removes `who` from `coop` by an approved proposal in the coop domain: opened at once, the
+    /// admin's vote for it (half the members, the quorum), and the admin's close that executes it.
+    /// Events: proposal created, opened, vote, then `MemberRemoved` and the close. Returns the
+    /// `MemberRemoved` event's seq.
     pub async fn remove_by_proposal(&self, coop: &CoopId, who: &Did) -> u64 {
-        let (admin, board) = (did(0), "board".to_owned());
-        self.governance
-            .create_domain(coop, board.clone(), "Board".into(), vec![admin.clone()], None, None)
-            .await
-            .unwrap();
+        let admin = did(0);
         let request = NewProposal {
-            domain_id: board,
+            domain_id: gateway_domain::governance::COOP_DOMAIN.to_owned(),
             title: format!("Remove {who}"),
             description: String::new(),
             payload: serde_json::json!({ "type": "membership", "action": "remove", "did": who.as_str() }),
@@ -86,7 +82,8 @@ impl Domain {
         let proposal = self.governance.create_proposal(coop, &admin, request, true).await.unwrap();
         self.governance.vote(coop, &admin, &proposal.id, "for").await.unwrap();
         let closed = self.governance.close(coop, Some(&admin), &proposal.id).await.unwrap();
-        assert_eq!(closed.outcome.as_deref(), Some("Approved"));
+        assert_eq!(closed.outcome, Some(gateway_domain::governance::Outcome::Approved));
+        assert!(closed.effect.is_some_and(|e| e.applied), "the removal was applied");
         gateway_domain::ports::EventReads::current_seq(self.store.as_ref(), coop).await.unwrap() - 1
     }
 
