@@ -100,8 +100,8 @@ impl Gateway {
     }
 }
 
-/// `gatewayd keystore init` in `dir`; returns the governance public key it printed.
-fn init_keystore(dir: &Path) -> String {
+/// `gatewayd keystore init` in `dir`: a keystore holding master secret 0.
+fn init_keystore(dir: &Path) {
     let output = Command::new(gatewayd())
         .args(["keystore", "init", "--keystore", dir.join("ks.json").to_str().unwrap()])
         .env("ICN_PASSPHRASE", PASSPHRASE)
@@ -109,7 +109,7 @@ fn init_keystore(dir: &Path) -> String {
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    printed.lines().find_map(|l| l.strip_prefix("public key ")).expect("the public key is printed").trim().to_owned()
+    assert!(printed.lines().any(|l| l.starts_with("master 0")), "{printed}");
 }
 
 /// A free loopback port (so a restarted gateway comes back at the same address).
@@ -177,7 +177,7 @@ fn kitchen_contract() -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cooperative_day_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
-    let governance_key = init_keystore(dir.path());
+    init_keystore(dir.path());
     let admin_identity = Identity::generate();
     let gateway = Gateway::start(dir.path(), "127.0.0.1:0", admin_identity.did().as_str());
     let url = gateway.url.clone();
@@ -255,8 +255,11 @@ async fn a_cooperative_day_end_to_end() {
 
     // Evening: the receipt, verified offline with the published key list.
     let receipt = bob.client.proof(&proposal.id).await.unwrap();
-    assert_eq!(receipt.public_key, governance_key, "signed with the keystore's key");
-    let keys = Client::new(&url).unwrap().signing_keys().await.unwrap();
+    let keys = bob.client.signing_keys().await.unwrap();
+    let current: Vec<_> = keys.keys.iter().filter(|k| k.current).collect();
+    assert_eq!(current.len(), 1, "{keys:?}");
+    assert_eq!(receipt.public_key, current[0].public_key, "signed with the coop's current key");
+    assert_eq!((current[0].master, current[0].generation), (Some(0), Some(0)), "derived from master 0");
     let offline: gateway_domain::governance::Receipt =
         serde_json::from_value(serde_json::to_value(&receipt).unwrap()).unwrap();
     gateway_domain::governance::verify_receipt(&offline).expect("the receipt verifies");

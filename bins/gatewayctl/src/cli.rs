@@ -332,11 +332,12 @@ pub(crate) enum ReceiptCommand {
         /// The receipt (JSON, as `proposal verify --save` or the proof route writes it).
         file: PathBuf,
         /// A signing-keys file (as `receipt keys` writes it) for fully offline use
-        /// [default: fetch the list from the gateway].
+        /// [default: fetch your coop's list from the gateway, which needs a login].
         #[arg(long)]
         keys: Option<PathBuf>,
     },
-    /// Print the gateway's signing keys (save them for offline verification).
+    /// Print your coop's receipt signing keys, current and retired (needs a login; save them
+    /// for offline verification).
     Keys,
 }
 

@@ -114,6 +114,8 @@ mod tests {
                 valid_from,
                 valid_until,
                 current: valid_until.is_none(),
+                generation: None,
+                master: None,
             }],
         }
     }

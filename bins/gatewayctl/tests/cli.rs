@@ -58,7 +58,7 @@ async fn json<S: AsRef<str>>(args: &[S]) -> Value {
 /// A gateway over an in-memory store on 127.0.0.1:0; returns its URL.
 async fn gateway() -> String {
     let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
-    let keys = gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(&[5; 32]));
+    let keys = gateway_domain::governance::MemoryReceiptKeys::new([5; 32]);
     let options = AssembleOptions {
         token: TokenConfig::with_secret("cli-test-secret-cli-test-secret-cli"),
         challenge_ttl_secs: 300,

@@ -51,8 +51,12 @@ pub(crate) enum Command {
 /// `gatewayd keystore …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum KeystoreAction {
-    /// Create a new encrypted signing key at --keystore, with the passphrase from ICN_PASSPHRASE.
+    /// Create a new keystore at --keystore holding a new receipt master secret, encrypted with the
+    /// passphrase from ICN_PASSPHRASE.
     Init,
+    /// Retire the keystore's current master secret (kept, encrypted) and add a new one; restart
+    /// the gateway to sign with it. Unlocked with ICN_PASSPHRASE.
+    Rotate,
 }
 
 /// `gatewayd config …`.
@@ -99,7 +103,7 @@ pub(crate) struct Settings {
     /// A proxy (IP or CIDR) whose X-Forwarded-For is believed (repeatable).
     #[arg(long = "trusted-proxy", env = "ICN_GATEWAY_TRUSTED_PROXY", value_delimiter = ',', global = true)]
     pub(crate) trusted_proxies: Vec<String>,
-    /// Keystore file holding the governance signing key (unlocked with ICN_PASSPHRASE).
+    /// Keystore file holding the receipt master secrets (unlocked with ICN_PASSPHRASE).
     #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
     pub(crate) keystore: Option<PathBuf>,
     /// TLS certificate chain (PEM); with --tls-key, serves TLS 1.3 only.

@@ -22,8 +22,10 @@ use crate::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction};
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing();
-    if let Some(Command::Keystore { action: KeystoreAction::Init }) = cli.command {
-        return keystore_init(cli.settings.keystore);
+    match cli.command {
+        Some(Command::Keystore { action: KeystoreAction::Init }) => return keystore_init(cli.settings.keystore),
+        Some(Command::Keystore { action: KeystoreAction::Rotate }) => return keystore_rotate(cli.settings.keystore),
+        _ => {}
     }
     let config = GatewayConfig::resolve(cli.settings)?;
     match cli.command {
@@ -36,15 +38,43 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// `gatewayd keystore init --keystore <path>`: a new Ed25519 key, encrypted under
+/// The passphrase from `ICN_PASSPHRASE`, for the keystore subcommands.
+fn passphrase(purpose: &str) -> anyhow::Result<zeroize::Zeroizing<String>> {
+    std::env::var(keys::PASSPHRASE_VAR)
+        .map(zeroize::Zeroizing::new)
+        .map_err(|_| anyhow::anyhow!("set {} to the passphrase {purpose}", keys::PASSPHRASE_VAR))
+}
+
+/// `gatewayd keystore init --keystore <path>`: a new master secret (number 0), encrypted under
 /// `ICN_PASSPHRASE`; refuses to overwrite an existing keystore.
 fn keystore_init(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let path = path.ok_or_else(|| anyhow::anyhow!("keystore init needs --keystore <path>"))?;
-    let passphrase = std::env::var(keys::PASSPHRASE_VAR)
-        .map_err(|_| anyhow::anyhow!("set {} to the passphrase that will protect the key", keys::PASSPHRASE_VAR))?;
-    let public = gateway_auth::keystore::init(&path, &passphrase)?;
-    let did = gateway_core::Did::key_from_public_key(&gateway_core::Ed25519PublicKey(public.to_bytes()));
-    println!("created {}\npublic key {}\nsigner     {did}", path.display(), hex::encode(public.to_bytes()));
+    let passphrase = passphrase("that will protect the keystore")?;
+    let master = gateway_auth::keystore::init(&path, &passphrase)?;
+    println!(
+        "created {}\nmaster {} (each coop's receipt key is derived from it; see docs/RECEIPTS.md)",
+        path.display(),
+        master.id
+    );
+    Ok(())
+}
+
+/// `gatewayd keystore rotate --keystore <path>`: the operator's master rotation. Retires the
+/// current master (kept in the file, encrypted, so the keys derived from it can still be
+/// derived) and adds a new one, under the same `ICN_PASSPHRASE`. Running gateways sign with the
+/// new master after a restart; every coop then moves to a key derived from it, and its previous
+/// key stays in the signing-keys list.
+fn keystore_rotate(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let path = path.ok_or_else(|| anyhow::anyhow!("keystore rotate needs --keystore <path>"))?;
+    let passphrase = passphrase("of the keystore")?;
+    let keyring = gateway_auth::keystore::rotate(&path, &passphrase)?;
+    let retired: Vec<String> = keyring.masters().iter().rev().skip(1).rev().map(|m| m.info().id.to_string()).collect();
+    println!(
+        "rotated {}\nmaster {} (current)\nretired masters {} (kept in the keystore)\nrestart the gateway (every replica) to sign with the new master",
+        path.display(),
+        keyring.current().info().id,
+        retired.join(", ")
+    );
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! The governance keystore through the real binary: `gatewayd keystore init`, unlocking with
-//! `ICN_PASSPHRASE`, signed receipts, and a wrong passphrase leaving the gateway running without
-//! receipts (the reason in the log and in the 404 body).
+//! The receipt keystore through the real binary: `gatewayd keystore init`, unlocking with
+//! `ICN_PASSPHRASE`, signed receipts, the operator's `gatewayd keystore rotate` (old receipts
+//! stay verifiable with the retired keys), and a wrong passphrase leaving the gateway running
+//! without receipts (the reason in the log and in the 404 body).
 
 mod support;
 
@@ -44,19 +45,60 @@ async fn keystore_init_unlock_and_locked_behaviour() {
     let created = init();
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     let printed = String::from_utf8_lossy(&created.stdout).into_owned();
-    let public_key = printed.lines().find_map(|l| l.strip_prefix("public key ")).unwrap().trim().to_owned();
+    assert!(printed.lines().any(|l| l.starts_with("master 0")), "{printed}");
     assert!(!init().status.success(), "init refuses to overwrite");
 
     let flags = ["--open-enrollment", "true", "--trust-default", "0.9", "--keystore", keystore.to_str().unwrap()];
-    {
+    let (old_receipt, old_keys) = {
         let unlocked = start_with_env(dir.path(), &flags, &[("ICN_PASSPHRASE", PASS)]);
         let (token, id) = close_a_proposal(&unlocked.api).await;
         let (status, receipt) =
             json_request(&unlocked.api, "GET", &format!("/v1/gov/proposals/{id}/proof"), None, Some(&token)).await;
         assert_eq!(status, 200, "{receipt}");
-        assert_eq!(receipt["public_key"], Value::String(public_key.clone()));
-        let (_, keys) = json_request(&unlocked.api, "GET", "/v1/gov/signing-keys", None, None).await;
-        assert_eq!(keys["keys"][0]["public_key"], Value::String(public_key));
+        let (status, _) = json_request(&unlocked.api, "GET", "/v1/gov/signing-keys", None, None).await;
+        assert_eq!(status, 401, "the list is the token's coop's");
+        let (_, keys) = json_request(&unlocked.api, "GET", "/v1/gov/signing-keys", None, Some(&token)).await;
+        assert_eq!(keys["keys"].as_array().unwrap().len(), 1, "{keys}");
+        assert_eq!(keys["keys"][0]["public_key"], receipt["public_key"]);
+        assert_eq!((keys["keys"][0]["master"].as_u64(), keys["keys"][0]["generation"].as_u64()), (Some(0), Some(0)));
+        (receipt, keys)
+    };
+
+    // The operator rotates the master (the gateway is stopped; a wrong passphrase changes nothing).
+    let rotate = |passphrase: &str| {
+        Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+            .args(["keystore", "rotate", "--keystore", keystore.to_str().unwrap()])
+            .env("ICN_PASSPHRASE", passphrase)
+            .output()
+            .unwrap()
+    };
+    let before = std::fs::read(&keystore).unwrap();
+    assert!(!rotate("wrong").status.success());
+    assert_eq!(std::fs::read(&keystore).unwrap(), before);
+    let rotated = rotate(PASS);
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let printed = String::from_utf8_lossy(&rotated.stdout).into_owned();
+    assert!(printed.contains("master 1 (current)") && printed.contains("retired masters 0"), "{printed}");
+    let file: Value = serde_json::from_slice(&std::fs::read(&keystore).unwrap()).unwrap();
+    assert_eq!(file["version"], 2);
+    assert_eq!(file["masters"].as_array().unwrap().len(), 2, "the retired master is kept: {file}");
+    {
+        let restarted = start_with_env(dir.path(), &flags, &[("ICN_PASSPHRASE", PASS)]);
+        let (token, id) = close_a_proposal(&restarted.api).await;
+        let (_, receipt) =
+            json_request(&restarted.api, "GET", &format!("/v1/gov/proposals/{id}/proof"), None, Some(&token)).await;
+        let (_, keys) = json_request(&restarted.api, "GET", "/v1/gov/signing-keys", None, Some(&token)).await;
+        let keys = keys["keys"].as_array().unwrap().clone();
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        assert_eq!(keys[0]["public_key"], old_keys["keys"][0]["public_key"], "the master-0 key stays listed");
+        assert_eq!(keys[0]["current"], false);
+        assert_eq!((keys[1]["master"].as_u64(), keys[1]["current"].as_bool()), (Some(1), Some(true)));
+        assert_eq!(receipt["public_key"], keys[1]["public_key"], "new receipts use the master-1 key");
+        // The old receipt still verifies, with the retired key listed, valid at its time.
+        let old: gateway_domain::governance::Receipt = serde_json::from_value(old_receipt.clone()).unwrap();
+        gateway_domain::governance::verify_receipt(&old).unwrap();
+        let t = old.timestamp;
+        assert!(keys[0]["valid_from"].as_u64().unwrap() <= t && t < keys[0]["valid_until"].as_u64().unwrap());
     }
 
     let other = tempfile::tempdir().unwrap();

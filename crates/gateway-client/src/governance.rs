@@ -309,7 +309,7 @@ pub struct Delegations {
     pub received: Vec<Delegation>,
 }
 
-/// A governance signing key with its validity interval.
+/// A receipt signing key of the caller's coop with its validity interval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SigningKey {
     /// The key, hex.
@@ -324,6 +324,13 @@ pub struct SigningKey {
     /// Whether it is the current key.
     #[serde(default)]
     pub current: bool,
+    /// The coop's key generation it was derived for (`None` for the gateway-wide key of before
+    /// per-coop keys).
+    #[serde(default)]
+    pub generation: Option<u32>,
+    /// The number of the gateway's master secret it was derived from (`None` likewise).
+    #[serde(default)]
+    pub master: Option<u32>,
 }
 
 impl SigningKey {
@@ -426,9 +433,10 @@ impl Client {
         self.call_empty(Call::new(Method::DELETE, &["v1", "gov", "delegations", id])).await
     }
 
-    /// `GET /v1/gov/signing-keys` (public): current and retired keys with their validity.
+    /// `GET /v1/gov/signing-keys` (any token of the coop): the coop's receipt keys, current and
+    /// retired, with their validity.
     pub async fn signing_keys(&self) -> Result<SigningKeys> {
-        self.call_json(Call::new(Method::GET, &["v1", "gov", "signing-keys"]).public()).await
+        self.call_json(Call::new(Method::GET, &["v1", "gov", "signing-keys"])).await
     }
 }
 
@@ -459,6 +467,8 @@ mod tests {
             valid_from: 100,
             valid_until: Some(200),
             current: false,
+            generation: Some(0),
+            master: Some(0),
         };
         assert!(!key.valid_at(99));
         assert!(key.valid_at(100));

@@ -537,17 +537,28 @@ pub struct DelegationRecord {
     pub created_at: u64,
 }
 
-/// A governance signing key, current or retired.
+/// A receipt signing key, current or retired.
+///
+/// Each coop signs with its own key, derived from the keystore's master secret number `master`
+/// at the coop's key generation `generation` (`governance::derive_receipt_key`). Rows from
+/// before per-coop keys (one key for the whole gateway) have no coop, master or generation:
+/// they are listed to every coop, since they signed every coop's receipts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SigningKeyRecord {
     /// 32-byte Ed25519 key, hex.
     pub public_key: String,
     /// Its `did:key`.
     pub did: String,
-    /// Unix seconds.
+    /// Unix seconds, inclusive.
     pub valid_from: u64,
-    /// Unix seconds; `None` for the current key.
+    /// Unix seconds, exclusive; `None` for the current key.
     pub valid_until: Option<u64>,
+    /// The coop whose key it is; `None` for the gateway-wide key of before per-coop keys.
+    pub coop_id: Option<CoopId>,
+    /// The number of the keystore master secret it was derived from.
+    pub master: Option<u32>,
+    /// The coop's key generation it was derived for.
+    pub generation: Option<u32>,
 }
 
 /// Governance writes (and reads that must see the transaction).
@@ -587,8 +598,18 @@ pub trait GovTx: Send {
         timestamp: u64,
         body: &Value,
     ) -> Result<(), Error>;
-    /// Registers a key as current from `valid_from`, retiring the previous current key then.
-    async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error>;
+    /// The coop's receipt key generation (0 until its first rotation), holding it (a row lock
+    /// where the backend has them) until the transaction ends, so that a concurrent rotation
+    /// and a close of the same coop are serialised.
+    async fn receipt_key_generation(&mut self, coop: &CoopId) -> Result<u32, Error>;
+    /// Moves the coop to its next key generation and retires its current key (valid through
+    /// the second `at`); returns the new generation.
+    async fn bump_receipt_key_generation(&mut self, coop: &CoopId, at: u64) -> Result<u32, Error>;
+    /// The coop's current signing key (`valid_until` unset), if one is recorded.
+    async fn current_signing_key(&mut self, coop: &CoopId) -> Result<Option<SigningKeyRecord>, Error>;
+    /// Records `key` (which names its coop) as the coop's current key from `key.valid_from`,
+    /// retiring the coop's previous current key (valid through that second).
+    async fn activate_signing_key(&mut self, key: &SigningKeyRecord) -> Result<(), Error>;
 }
 
 /// Where a compute task is in its life. Spelled as text only at the store and wire boundaries
@@ -878,8 +899,9 @@ pub trait GovReads: Send + Sync + fmt::Debug {
     async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error>;
     /// A stored receipt.
     async fn receipt(&self, coop: &CoopId, proposal_id: &str) -> Result<Option<Value>, Error>;
-    /// Every signing key, current and retired, oldest first.
-    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error>;
+    /// The coop's signing keys, current and retired (with the gateway-wide keys of before
+    /// per-coop keys), oldest first.
+    async fn signing_keys(&self, coop: &CoopId) -> Result<Vec<SigningKeyRecord>, Error>;
 }
 
 /// Compute task reads.

@@ -51,7 +51,6 @@ fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::readyz))
         .routes(routes!(identity::resolve))
         .routes(routes!(coops::stats))
-        .routes(routes!(governance::signing_keys))
 }
 
 /// Routes behind the `authenticate` middleware.
@@ -103,6 +102,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(governance::votes))
         .routes(routes!(governance::close))
         .routes(routes!(governance::proof))
+        .routes(routes!(governance::signing_keys))
         .routes(routes!(governance::delegate, governance::delegations))
         .routes(routes!(governance::revoke))
         .routes(routes!(compute::submit))

@@ -233,9 +233,6 @@ pub async fn assemble<S: GatewayStore>(
     )
     .with_membership_observer(membership.clone());
     let compute = gateway_domain::tasks::Compute::new(store.clone(), store.clone(), graph.clone(), clock.clone());
-    if let Ok(signer) = options.receipt_keys.signer() {
-        governance.register_key(signer.public_key()).await?;
-    }
     let limits = Arc::new(RateLimits::new(
         options.limiter_clock,
         clock.clone(),

@@ -38,7 +38,7 @@ async fn main() {
     let clock = Arc::new(ManualClock::at_secs(1_800_000_000));
     let coops = Coops::new(store.clone(), store.clone(), store.clone(), clock.clone());
     let graph = Arc::new(TrustGraph::new(vec![], 0.9, vec![]));
-    let keys = Arc::new(MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(&[7; 32])));
+    let keys = Arc::new(MemoryReceiptKeys::new([7; 32]));
     let gov = Governance::new(store.clone(), store.clone(), graph, keys, clock.clone());
     let coop = CoopId::parse("bench").unwrap();
     let new = NewCoop { id: None, name: "Bench".into(), coop_type: "worker".into(), description: String::new() };

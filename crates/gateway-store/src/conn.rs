@@ -17,8 +17,8 @@ use gateway_domain::governance::{COOP_DOMAIN, Effect, Outcome, ProposalPayload, 
 use gateway_domain::ports::{
     ComputeTx, ConversionLeg, CoopRecord, CoopSettings, CoopSignal, CoopTx, DelegationRecord, DomainRecord, EventTx,
     GovTx, IdempotencyRecord, LedgerTx, MemberRecord, NotificationFanout, NotificationRecord, NotificationTx,
-    ProposalRecord, QuoteRecord, RateRecord, TaskRecord, TaskResult, TaskStatus, TransactionKind, TransactionRecord,
-    TrustEdge, TrustTx,
+    ProposalRecord, QuoteRecord, RateRecord, SigningKeyRecord, TaskRecord, TaskResult, TaskStatus, TransactionKind,
+    TransactionRecord, TrustEdge, TrustTx,
 };
 use rusqlite::OptionalExtension;
 use serde_json::Value;
@@ -1273,22 +1273,98 @@ impl GovTx for Conn<'_> {
         .map(|_| ())
     }
 
-    async fn activate_signing_key(&mut self, public_key: &str, did: &str, valid_from: u64) -> Result<(), Error> {
-        let at = to_i64(valid_from)?;
+    async fn receipt_key_generation(&mut self, coop: &CoopId) -> Result<u32, Error> {
+        // An upsert rather than a read: it locks the coop's row in PostgreSQL (creating it at 0
+        // on first use), which a plain SELECT of a missing row could not.
+        let generation: i64 = self
+            .fetch_one(
+                "INSERT INTO receipt_key_generations (coop_id, generation) VALUES ($1, 0) \
+                 ON CONFLICT (coop_id) DO UPDATE SET generation = receipt_key_generations.generation \
+                 RETURNING generation",
+                args![coop.as_str()],
+            )
+            .await?;
+        to_u32(generation)
+    }
+
+    async fn bump_receipt_key_generation(&mut self, coop: &CoopId, at: u64) -> Result<u32, Error> {
+        let generation: i64 = self
+            .fetch_one(
+                "INSERT INTO receipt_key_generations (coop_id, generation) VALUES ($1, 1) \
+                 ON CONFLICT (coop_id) DO UPDATE SET generation = receipt_key_generations.generation + 1 \
+                 RETURNING generation",
+                args![coop.as_str()],
+            )
+            .await?;
+        let generation = to_u32(generation)?;
         self.execute(
-            "UPDATE signing_keys SET valid_until = $1 WHERE valid_until IS NULL AND public_key <> $2",
-            args![at, public_key],
+            "UPDATE signing_keys SET valid_until = $1 WHERE coop_id = $2 AND valid_until IS NULL",
+            args![to_i64(at)?.saturating_add(1), coop.as_str()],
         )
-        .await
-        .map(|_| ())?;
+        .await?;
+        Ok(generation)
+    }
+
+    async fn current_signing_key(&mut self, coop: &CoopId) -> Result<Option<SigningKeyRecord>, Error> {
+        let row: Option<SigningKeyRow> = self
+            .fetch_optional(
+                &format!(
+                    "SELECT {SIGNING_KEY_COLUMNS} FROM signing_keys WHERE coop_id = $1 AND valid_until IS NULL \
+                     ORDER BY valid_from DESC LIMIT 1"
+                ),
+                args![coop.as_str()],
+            )
+            .await?;
+        row.map(signing_key_from_row).transpose()
+    }
+
+    async fn activate_signing_key(&mut self, key: &SigningKeyRecord) -> Result<(), Error> {
+        let coop =
+            key.coop_id.as_ref().ok_or_else(|| Error::Internal("a signing key to activate names its coop".into()))?;
+        let at = to_i64(key.valid_from)?;
         self.execute(
-            "INSERT INTO signing_keys (public_key, did, valid_from, valid_until) VALUES ($1, $2, $3, NULL) \
-             ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL",
-            args![public_key, did, at],
+            "UPDATE signing_keys SET valid_until = $1 WHERE coop_id = $2 AND valid_until IS NULL AND public_key <> $3",
+            args![at.saturating_add(1), coop.as_str(), &key.public_key],
+        )
+        .await?;
+        self.execute(
+            "INSERT INTO signing_keys (public_key, did, valid_from, valid_until, coop_id, master, generation) \
+             VALUES ($1, $2, $3, NULL, $4, $5, $6) ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL",
+            args![
+                &key.public_key,
+                &key.did,
+                at,
+                coop.as_str(),
+                key.master.map(i64::from),
+                key.generation.map(i64::from)
+            ],
         )
         .await
         .map(|_| ())
     }
+}
+
+/// Columns of `signing_keys`, in the order of [`SigningKeyRow`].
+pub(crate) const SIGNING_KEY_COLUMNS: &str = "public_key, did, valid_from, valid_until, coop_id, master, generation";
+
+/// A `signing_keys` row: [`SIGNING_KEY_COLUMNS`].
+pub(crate) type SigningKeyRow = (String, String, i64, Option<i64>, Option<String>, Option<i64>, Option<i64>);
+
+pub(crate) fn signing_key_from_row(row: SigningKeyRow) -> Result<SigningKeyRecord, Error> {
+    let (public_key, did, from, until, coop, master, generation) = row;
+    Ok(SigningKeyRecord {
+        public_key,
+        did,
+        valid_from: to_u64(from),
+        valid_until: until.map(to_u64),
+        coop_id: coop.as_deref().map(parse_coop).transpose()?,
+        master: master.map(to_u32).transpose()?,
+        generation: generation.map(to_u32).transpose()?,
+    })
+}
+
+fn to_u32(value: i64) -> Result<u32, Error> {
+    u32::try_from(value).map_err(|_| Error::Internal(format!("stored key number {value} is out of range")))
 }
 
 /// Columns of `compute_tasks`, in this order.

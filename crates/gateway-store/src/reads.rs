@@ -354,22 +354,17 @@ impl GovReads for Store {
         body.map(|b| parse_json(&b)).transpose()
     }
 
-    async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error> {
-        let rows: Vec<(String, String, i64, Option<i64>)> = self
+    async fn signing_keys(&self, coop: &CoopId) -> Result<Vec<SigningKeyRecord>, Error> {
+        let rows: Vec<crate::conn::SigningKeyRow> = self
             .read_all(
-                "SELECT public_key, did, valid_from, valid_until FROM signing_keys ORDER BY valid_from, public_key",
-                args![],
+                &format!(
+                    "SELECT {} FROM signing_keys WHERE coop_id = $1 OR coop_id IS NULL ORDER BY valid_from, public_key",
+                    crate::conn::SIGNING_KEY_COLUMNS
+                ),
+                args![coop.as_str()],
             )
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(public_key, did, from, until)| SigningKeyRecord {
-                public_key,
-                did,
-                valid_from: to_u64(from),
-                valid_until: until.map(to_u64),
-            })
-            .collect())
+        rows.into_iter().map(crate::conn::signing_key_from_row).collect()
     }
 }
 

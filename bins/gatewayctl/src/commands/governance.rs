@@ -189,7 +189,7 @@ pub(crate) async fn receipt(context: &Context, command: ReceiptCommand) -> anyho
     match command {
         ReceiptCommand::Verify { file, keys } => verify_file(context, &file, keys.as_deref(), None).await,
         ReceiptCommand::Keys => {
-            let keys = context.public_client()?.signing_keys().await?;
+            let keys = context.session().await?.client.signing_keys().await?;
             // The list is the file format of `--keys`, so JSON either way.
             println!("{}", serde_json::to_string_pretty(&keys)?);
             Ok(())
@@ -216,7 +216,10 @@ async fn verify_text(context: &Context, text: &str, keys: Option<&Path>, saved: 
         )?,
         None => {
             let spinner = Spinner::start("fetching the gateway's signing keys");
-            let keys = context.public_client()?.signing_keys().await;
+            let keys = match context.session().await {
+                Ok(session) => session.client.signing_keys().await.map_err(anyhow::Error::from),
+                Err(err) => Err(err),
+            };
             spinner.stop();
             keys.context("fetching the gateway's signing keys (pass --keys <file> to verify offline)")?
         }

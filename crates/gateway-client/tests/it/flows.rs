@@ -187,7 +187,7 @@ async fn governance_from_domain_to_receipt() {
     assert_eq!((closed.outcome.as_deref(), closed.accepted), (Some("Approved"), Some(true)));
     let receipt = admin.client.proof(&draft.id).await.unwrap();
     assert_eq!((receipt.tally.for_, receipt.tally.against), (2, 1));
-    let keys = gateway.client().signing_keys().await.unwrap();
+    let keys = admin.client.signing_keys().await.unwrap();
     assert!(keys.keys.iter().any(|k| k.public_key == receipt.public_key && k.valid_at(receipt.timestamp)));
 
     // The receipt the SDK returns verifies with the domain's verifier.

@@ -31,7 +31,7 @@ impl Gateway {
     pub async fn start() -> Self {
         let clock = ManualClock::at_secs(START);
         let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
-        let keys = gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(&[77; 32]));
+        let keys = gateway_domain::governance::MemoryReceiptKeys::new([77; 32]);
         let options = AssembleOptions {
             token: TokenConfig::with_secret(SECRET),
             challenge_ttl_secs: 300,

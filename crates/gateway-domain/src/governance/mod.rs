@@ -18,6 +18,7 @@
 mod choice;
 mod delegation;
 mod error;
+mod keys;
 mod proposal;
 mod receipt;
 mod rules;
@@ -27,6 +28,9 @@ mod tally;
 pub use choice::Choice;
 pub use delegation::{Delegation, DelegationScope};
 pub use error::ParseError;
+pub use keys::{
+    KEYSTORE_OUTDATED, MasterSecret, RECEIPT_KEY_LABEL, ReceiptSigner, derive_receipt_key, receipt_key_info,
+};
 pub use proposal::{COOP_DOMAIN, Effect, MembershipAction, ProposalPayload, ProposalStatus};
 pub use receipt::{
     DecisionSigner, Ed25519DecisionSigner, Receipt, ReceiptError, canonical_bytes, sign_receipt, verify_receipt,

@@ -31,14 +31,13 @@ pub const PROPOSAL_MIN_TRUST: f64 = 0.4;
 /// Voting time when a proposal names none (7 days).
 pub const DEFAULT_VOTING_SECS: u64 = 604_800;
 
-/// Where receipts get their signature.
+/// Where receipts get their signature: each coop's key, derived from the current master secret
+/// (see `governance::derive_receipt_key`). No method changes the master: that is the operator's
+/// `gatewayd keystore rotate`, never a coop's decision.
 pub trait ReceiptKeys: Send + Sync + fmt::Debug {
-    /// The unlocked signer, or the machine reason there is none (`no_keystore`,
-    /// `keystore_locked`).
-    fn signer(&self) -> Result<Arc<dyn super::DecisionSigner>, &'static str>;
-    /// Generates a new key, stores it encrypted in place of the old one, and signs with it from
-    /// now on; returns its public key.
-    fn rotate(&self) -> Result<[u8; 32], Error>;
+    /// The signer of `coop` at key generation `generation` under the current master, or the
+    /// machine reason there is none (`no_keystore`, `keystore_locked`).
+    fn signer(&self, coop: &CoopId, generation: u32) -> Result<super::ReceiptSigner, &'static str>;
 }
 
 /// A request to create a domain.
@@ -527,7 +526,7 @@ impl Governance {
                 proposal.closed_at = Some(now);
                 proposal.outcome = Some(outcome);
                 proposal.tally = Some((result.for_, result.against, result.abstain));
-                match keys.signer() {
+                match super::keys::coop_signer(tx, keys.as_ref(), &coop, now).await? {
                     Ok(signer) => {
                         let receipt =
                             sign_receipt(signer.as_ref(), &proposal.id, &proposal.domain_id, outcome, &result, now);
@@ -535,6 +534,12 @@ impl Governance {
                         tx.insert_receipt(&coop, &proposal.id, now, &body).await?;
                     }
                     Err(reason) => proposal.receipt_unavailable = Some(reason.to_owned()),
+                }
+                if proposal.payload == ProposalPayload::SigningKeyRotation && outcome == Outcome::Approved {
+                    // In the close's own transaction, after its receipt was signed with the old
+                    // key: the new key signs nothing before this decision is durable, and a
+                    // crash cannot commit the decision without the rotation.
+                    rotate_in(tx, keys.as_ref(), &coop, now).await?;
                 }
                 tx.update_proposal(&proposal).await?;
                 let mut data = proposal_event(&proposal);
@@ -562,29 +567,24 @@ impl Governance {
                     observer.membership_changed(coop);
                 }
             }
-            ProposalPayload::SigningKeyRotation if applied => self.rotate_key().await?,
             _ => {}
         }
         Ok(closed)
     }
 
-    async fn rotate_key(&self) -> Result<(), Error> {
-        let public = self.keys.rotate()?;
-        self.register_key(public).await
-    }
-
-    /// Records `public` as the current signing key (retiring the previous one), unless it already
-    /// is. Called at start-up for the unlocked key and after a rotation.
-    pub async fn register_key(&self, public: [u8; 32]) -> Result<(), Error> {
-        let current = self.reads.signing_keys().await?.into_iter().find(|k| k.valid_until.is_none());
-        let hex_key = hex::encode(public);
-        if current.is_some_and(|k| k.public_key == hex_key) {
-            return Ok(());
-        }
-        let did = Did::key_from_public_key(&gateway_core::Ed25519PublicKey(public)).to_string();
-        let now = self.clock.now_unix_secs();
+    /// Records the coop's current key in the signing-keys list if it is not there yet (first
+    /// use after start, after a rotation while locked, or after `keystore rotate`), so the list
+    /// shows the key the coop signs with before it signs anything.
+    async fn register_key(&self, coop: &CoopId) -> Result<(), Error> {
+        let (coop, keys, now) = (coop.clone(), self.keys.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move { tx.activate_signing_key(&hex_key, &did, now).await })
+            Box::pin(async move {
+                if tx.coop(&coop).await?.is_some() {
+                    // No key (locked, or an outdated keystore) leaves the list as it is.
+                    let _ = super::keys::coop_signer(tx, keys.as_ref(), &coop, now).await?;
+                }
+                Ok(())
+            })
         })
         .await
     }
@@ -603,9 +603,17 @@ impl Governance {
         }
     }
 
-    /// Signing keys, current and retired.
-    pub async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, Error> {
-        self.reads.signing_keys().await
+    /// The coop's signing keys, current and retired, oldest first (with the gateway-wide keys of
+    /// before per-coop keys, which signed every coop's receipts then).
+    pub async fn signing_keys(&self, coop: &CoopId) -> Result<Vec<SigningKeyRecord>, Error> {
+        let listed = self.reads.signing_keys(coop).await?;
+        let Ok(signer) = self.keys.signer(coop, 0) else { return Ok(listed) };
+        let current = listed.iter().find(|k| k.valid_until.is_none() && k.coop_id.as_ref() == Some(coop));
+        if current.is_some_and(|k| k.master >= Some(signer.master)) {
+            return Ok(listed);
+        }
+        self.register_key(coop).await?;
+        self.reads.signing_keys(coop).await
     }
 
     /// Creates a delegation from `delegator`.
@@ -695,6 +703,16 @@ impl Governance {
         }
         Ok(closed)
     }
+}
+
+/// Moves `coop`, and only it, to its next key generation in the transaction: its current key is
+/// retired (and stays listed), and its next key is recorded at once when the master is unlocked
+/// (else at its first use). Neither the master secret nor any other coop's key changes.
+async fn rotate_in(tx: &mut dyn Tx, keys: &dyn ReceiptKeys, coop: &CoopId, now: u64) -> Result<(), Error> {
+    let generation = tx.bump_receipt_key_generation(coop, now).await?;
+    let activated = super::keys::coop_signer(tx, keys, coop, now).await?;
+    tracing::info!(coop = %coop, generation, signing = activated.is_ok(), "receipt key rotated");
+    Ok(())
 }
 
 async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &DomainRecord, now: u64) -> Result<(), Error> {
@@ -793,48 +811,49 @@ async fn execute(
             };
             record_transaction(tx, &record, Some(to)).await
         }
-        // Key rotation: done by the service after the commit, since the new key must not sign
-        // before the decision that introduced it is durable.
+        // Key rotation: done by the close after its receipt is signed with the old key.
         ProposalPayload::SigningKeyRotation | ProposalPayload::Text { .. } => Ok(()),
     }
 }
 
 /// Receipt keys held in memory: for tests and embedders that manage key storage themselves.
-/// A rotation replaces the key in memory only.
+/// Each coop's key is derived from the master as a keystore's is.
 #[derive(Debug)]
 pub struct MemoryReceiptKeys {
-    current: std::sync::RwLock<Option<Arc<super::Ed25519DecisionSigner>>>,
+    master: std::sync::RwLock<Option<super::MasterSecret>>,
     missing_reason: &'static str,
 }
 
 impl MemoryReceiptKeys {
-    /// Signing with `key`.
-    pub fn new(key: ed25519_dalek::SigningKey) -> Self {
-        Self { current: std::sync::RwLock::new(Some(Arc::new(key.into()))), missing_reason: "no_keystore" }
+    /// Signing with keys derived from `master` (master number 0).
+    pub fn new(master: [u8; 32]) -> Self {
+        Self {
+            master: std::sync::RwLock::new(Some(super::MasterSecret::new(0, master))),
+            missing_reason: "no_keystore",
+        }
     }
 
     /// No key, for the given reason (`no_keystore`, `keystore_locked`).
     pub fn unavailable(reason: &'static str) -> Self {
-        Self { current: std::sync::RwLock::new(None), missing_reason: reason }
+        Self { master: std::sync::RwLock::new(None), missing_reason: reason }
+    }
+
+    /// Signs from now on under `master`, numbered after the current one: the in-memory
+    /// counterpart of the operator's `gatewayd keystore rotate` (no proposal can do this).
+    /// Returns the new master's number.
+    pub fn rotate_master(&self, master: [u8; 32]) -> u32 {
+        let mut current = self.master.write().expect("keys lock");
+        let id = current.as_ref().map_or(0, |m| m.id() + 1);
+        *current = Some(super::MasterSecret::new(id, master));
+        id
     }
 }
 
 impl ReceiptKeys for MemoryReceiptKeys {
-    fn signer(&self) -> Result<Arc<dyn super::DecisionSigner>, &'static str> {
-        match self.current.read().expect("keys lock").as_ref() {
-            Some(signer) => Ok(signer.clone()),
+    fn signer(&self, coop: &CoopId, generation: u32) -> Result<super::ReceiptSigner, &'static str> {
+        match self.master.read().expect("keys lock").as_ref() {
+            Some(master) => Ok(master.signer(coop, generation)),
             None => Err(self.missing_reason),
         }
-    }
-
-    fn rotate(&self) -> Result<[u8; 32], Error> {
-        let mut current = self.current.write().expect("keys lock");
-        if current.is_none() {
-            return Err(Error::conflict("no signing key to rotate"));
-        }
-        let key = ed25519_dalek::SigningKey::generate(&mut rand::rngs::OsRng);
-        let public = key.verifying_key().to_bytes();
-        *current = Some(Arc::new(key.into()));
-        Ok(public)
     }
 }

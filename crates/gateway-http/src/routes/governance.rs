@@ -511,15 +511,20 @@ pub async fn revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The governance signing keys, current and retired, with their validity (public).
-#[utoipa::path(get, path = "/v1/gov/signing-keys", tag = "governance",
-    responses((status = 200, description = "`{keys: [{public_key, did, valid_from, valid_until}]}`", body = Object)))]
-pub async fn signing_keys(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let keys = state.governance.signing_keys().await?;
+/// The token's coop's receipt signing keys, current and retired, with their validity intervals.
+#[utoipa::path(get, path = "/v1/gov/signing-keys", tag = "governance", security(("bearer" = [])),
+    responses((status = 200, description = "`{keys: [{public_key, did, valid_from, valid_until, current, generation, master}]}`, \
+oldest first: the keys of the token's coop (each derived from master secret `master` at the coop's key generation \
+`generation`), and the gateway-wide keys of before per-coop keys (`generation` and `master` null)", body = Object),
+              (status = 401, description = "No bearer token, or an invalid or expired one", body = crate::openapi::ErrorBody),
+              (status = 403, description = "The token is not for a cooperative, or its holder is no longer a member", body = crate::openapi::ErrorBody)))]
+pub async fn signing_keys(State(state): State<AppState>, caller: Authorized<AnyToken>) -> ApiResult<Json<Value>> {
+    let coop = caller.coop()?.clone();
+    let keys = state.governance.signing_keys(&coop).await?;
     Ok(Json(json!({
         "keys": keys.iter().map(|k| json!({
             "public_key": k.public_key, "did": k.did, "valid_from": k.valid_from, "valid_until": k.valid_until,
-            "current": k.valid_until.is_none(),
+            "current": k.valid_until.is_none(), "generation": k.generation, "master": k.master,
         })).collect::<Vec<_>>(),
     })))
 }

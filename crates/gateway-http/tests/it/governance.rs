@@ -93,7 +93,7 @@ async fn vote_close_and_verify_the_receipt() {
     assert_eq!(receipt.status, StatusCode::OK, "{}", receipt.body);
     assert_eq!(receipt.body["tally"], closed.body["tally"], "the record and the receipt agree");
     verify_independently(&receipt.body, &[(did_of(2), "For", 1), (did_of(3), "For", 1), (did_of(4), "Against", 1)]);
-    let keys = app.call(Method::GET, "/v1/gov/signing-keys", None, None).await;
+    let keys = app.get("/v1/gov/signing-keys", &m[0]).await;
     assert_eq!(keys.body["keys"][0]["public_key"], receipt.body["public_key"]);
     let stats = app.call(Method::GET, "/v1/coops/c1/stats", None, None).await;
     assert_eq!((stats.body["proposal_count"].as_u64(), stats.body["open_proposal_count"].as_u64()), (Some(1), Some(0)));
@@ -192,7 +192,7 @@ async fn key_rotation_keeps_old_receipts_verifiable() {
     }
     let later = proposal(&app, &admin, json!({ "type": "text", "content": "after" })).await;
     app.post_as(&format!("/v1/gov/proposals/{later}/close"), json!({}), &admin).await;
-    let keys = app.call(Method::GET, "/v1/gov/signing-keys", None, None).await.body["keys"].as_array().unwrap().clone();
+    let keys = app.get("/v1/gov/signing-keys", &admin).await.body["keys"].as_array().unwrap().clone();
     assert_eq!(keys.len(), 2);
     assert!(keys[0]["valid_until"].is_u64(), "the old key is retired");
     assert!(keys[1]["valid_until"].is_null());
@@ -203,6 +203,87 @@ async fn key_rotation_keeps_old_receipts_verifiable() {
     let votes: Vec<(String, &str, u64)> = [1u8, 2, 3, 4].iter().map(|s| (did_of(*s), "For", 1)).collect();
     verify_independently(&old, &votes);
     verify_independently(&new, &[]);
+}
+
+/// Closes an approved proposal of `payload` in domain `budget` of the app's coop `coop`.
+async fn approve(app: &TestApp, admin: &str, members: &[String], payload: Value) -> String {
+    let id = proposal(app, admin, payload).await;
+    for token in members.iter().map(String::as_str).chain([admin]) {
+        app.post_as(&format!("/v1/gov/proposals/{id}/vote"), json!({ "choice": "for" }), token).await;
+    }
+    app.clock.advance_secs(1);
+    let closed = app.post_as(&format!("/v1/gov/proposals/{id}/close"), json!({}), admin).await;
+    assert_eq!(closed.body["outcome"], "Approved", "{}", closed.body);
+    app.clock.advance_secs(1);
+    id
+}
+
+#[tokio::test]
+async fn signing_keys_are_listed_per_coop_to_a_token_of_the_coop() {
+    let app = TestApp::new().await;
+    let (admin1, m1) = setup(&app).await;
+    let (admin2, m2) = app.coop_with_members("c2", 11, &[12, 13]).await;
+    let domain = json!({ "domain_id": "budget", "name": "Budget", "members": [did_of(11), did_of(12), did_of(13)] });
+    assert_eq!(app.post_as("/v1/gov/domains", domain, &admin2).await.status, StatusCode::CREATED);
+    let list = |token: String| {
+        let app = &app;
+        async move {
+            let listed = app.get("/v1/gov/signing-keys", &token).await;
+            assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+            listed.body["keys"].as_array().unwrap().clone()
+        }
+    };
+    // Listed before anything is signed: the key each coop signs with now.
+    let c1 = list(m1[0].clone()).await;
+    let c2 = list(m2[0].clone()).await;
+    assert_eq!((c1.len(), c2.len()), (1, 1));
+    for key in [&c1[0], &c2[0]] {
+        assert_eq!(
+            (key["current"].as_bool(), key["generation"].as_u64(), key["master"].as_u64()),
+            (Some(true), Some(0), Some(0))
+        );
+        assert!(
+            key["valid_until"].is_null()
+                && key["valid_from"].is_u64()
+                && key["did"].as_str().unwrap().starts_with("did:key:z6Mk")
+        );
+    }
+    assert_ne!(c1[0]["public_key"], c2[0]["public_key"], "each coop has its own key");
+    let text = json!({ "type": "text", "content": "x" });
+    let old = approve(&app, &admin1, &m1, text.clone()).await;
+    let old = app.get(&format!("/v1/gov/proposals/{old}/proof"), &admin1).await.body;
+    assert_eq!(old["public_key"], c1[0]["public_key"]);
+
+    // Coop c1 rotates its key; c2's stays.
+    approve(&app, &admin1, &m1, json!({ "type": "signing_key_rotation" })).await;
+    let c1_after = list(admin1.clone()).await;
+    assert_eq!(c1_after.len(), 2, "{c1_after:?}");
+    assert_eq!(c1_after[0]["public_key"], c1[0]["public_key"]);
+    assert_eq!(c1_after[0]["current"], false);
+    assert!(c1_after[0]["valid_until"].as_u64().unwrap() > old["timestamp"].as_u64().unwrap());
+    assert_eq!((c1_after[1]["current"].as_bool(), c1_after[1]["generation"].as_u64()), (Some(true), Some(1)));
+    assert_eq!(list(admin2.clone()).await, c2, "c2's keys did not change");
+    let new = approve(&app, &admin1, &m1, text).await;
+    let new = app.get(&format!("/v1/gov/proposals/{new}/proof"), &admin1).await.body;
+    assert_eq!(new["public_key"], c1_after[1]["public_key"]);
+    // The old receipt still verifies, with the retired key c1 lists.
+    let votes: Vec<(String, &str, u64)> = [1u8, 2, 3, 4].iter().map(|s| (did_of(*s), "For", 1)).collect();
+    verify_independently(&old, &votes);
+    assert!(!c2.iter().any(|k| k["public_key"] == old["public_key"]), "c1's keys are not c2's");
+
+    // A token is needed, of any scope; a token without a coop is refused.
+    let response = app.call(Method::GET, "/v1/gov/signing-keys", None, None).await;
+    response.assert_error(401, "AUTHENTICATION_FAILED");
+    let reader = app.token(2, "c1", &["ledger:read"]).await;
+    assert_eq!(list(reader).await.len(), 2, "any scope will do");
+    let (signing, did) = crate::support::key(40);
+    let nonce = app.challenge(&did).await["nonce"].as_str().unwrap().to_owned();
+    let signature = hex::encode(ed25519_dalek::Signer::sign(&signing, nonce.as_bytes()).to_bytes());
+    let verify = json!({ "did": did.to_string(), "signature": signature });
+    let coopless = app.post("/v1/auth/verify", verify).await;
+    assert_eq!(coopless.status, StatusCode::OK, "{}", coopless.body);
+    let token = coopless.body["token"].as_str().unwrap();
+    app.get("/v1/gov/signing-keys", token).await.assert_error(403, "AUTHORIZATION_FAILED");
 }
 
 #[tokio::test]

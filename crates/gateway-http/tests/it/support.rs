@@ -93,7 +93,7 @@ impl TestApp {
 
     /// A gateway with a given default trust score and trust anchors.
     pub async fn build(open_enrollment: bool, cors: CorsMode, trust_default: f64, anchors: Vec<Did>) -> Self {
-        let keys = gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(&[77; 32]));
+        let keys = gateway_domain::governance::MemoryReceiptKeys::new([77; 32]);
         Self::build_with_keys(open_enrollment, cors, trust_default, anchors, Arc::new(keys)).await
     }
 
@@ -120,7 +120,7 @@ impl TestApp {
     pub async fn every_store_with(open_enrollment: bool, trust_default: f64, anchors: Vec<Did>) -> Vec<TestApp> {
         let mut apps = Vec::new();
         for backend in [Backend::Memory, Backend::SqliteFile, Backend::Postgres] {
-            let keys = Arc::new(gateway_domain::governance::MemoryReceiptKeys::new(SigningKey::from_bytes(&[77; 32])));
+            let keys = Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([77; 32]));
             if let Some(app) = Self::assemble(
                 backend,
                 open_enrollment,

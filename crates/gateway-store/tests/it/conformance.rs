@@ -8,7 +8,8 @@ use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
 use gateway_domain::ledger::{Idempotency, PaymentRequest, StoredResponse};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::ports::{
-    EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, TrustEdge, TrustReads, transaction,
+    EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, SigningKeyRecord, TrustEdge,
+    TrustReads, transaction,
 };
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -235,6 +236,150 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
         assert_eq!(closed_note.data["outcome"], "Approved");
         assert_eq!(closed_note.recipient, did(n));
     }
+}
+
+/// The coop-wide domain `coop`, created with every coop, where proposals with effects on the
+/// coop live.
+async fn coop_domain(f: &Fixture, coop: &CoopId, members: u32) -> String {
+    let domain = f.governance.domain(coop, "coop").await.unwrap();
+    assert_eq!(domain.members.len(), members as usize, "the coop domain holds every member");
+    "coop".into()
+}
+
+/// Creates, opens, approves (every member for) and closes a proposal; returns its id.
+async fn decide(f: &Fixture, coop: &CoopId, domain: &str, members: u32, payload: serde_json::Value) -> String {
+    let request = gateway_domain::governance::NewProposal {
+        domain_id: domain.into(),
+        title: "T".into(),
+        description: String::new(),
+        payload,
+        rule: None,
+        voting_duration_secs: Some(60),
+    };
+    let proposal = f.governance.create_proposal(coop, &did(0), request, true).await.unwrap();
+    for n in 0..members {
+        f.governance.vote(coop, &did(n), &proposal.id, "for").await.unwrap();
+    }
+    f.clock.advance_secs(10);
+    let closed = f.governance.close(coop, Some(&did(0)), &proposal.id).await.unwrap();
+    assert_eq!(closed.outcome, Some(gateway_domain::governance::Outcome::Approved));
+    f.clock.advance_secs(10);
+    proposal.id
+}
+
+async fn receipt_of(f: &Fixture, coop: &CoopId, id: &str) -> gateway_domain::governance::Receipt {
+    serde_json::from_value(f.governance.proof(coop, id).await.unwrap()).unwrap()
+}
+
+/// Checks a receipt as an auditor would: the receipt verifies by itself, and its key is listed
+/// for the coop as valid at the receipt's time, whose signature of the digest verifies.
+fn verify_against_listed(receipt: &gateway_domain::governance::Receipt, listed: &[SigningKeyRecord]) {
+    gateway_domain::governance::verify_receipt(receipt).unwrap();
+    let key = listed
+        .iter()
+        .find(|k| k.public_key == receipt.public_key)
+        .unwrap_or_else(|| panic!("{} is not listed: {listed:?}", receipt.public_key));
+    let t = receipt.timestamp;
+    assert!(key.valid_from <= t && key.valid_until.is_none_or(|until| t < until), "{key:?} at {t}");
+    let public: [u8; 32] = hex::decode(&key.public_key).unwrap().try_into().unwrap();
+    let digest: [u8; 32] = hex::decode(&receipt.decision_hash[2..]).unwrap().try_into().unwrap();
+    let signature: [u8; 64] = hex::decode(&receipt.signature).unwrap().try_into().unwrap();
+    ed25519_dalek::VerifyingKey::from_bytes(&public)
+        .unwrap()
+        .verify_strict(&digest, &ed25519_dalek::Signature::from_bytes(&signature))
+        .unwrap();
+}
+
+fn current(listed: &[SigningKeyRecord]) -> &SigningKeyRecord {
+    let current: Vec<&SigningKeyRecord> = listed.iter().filter(|k| k.valid_until.is_none()).collect();
+    assert_eq!(current.len(), 1, "{listed:?}");
+    current[0]
+}
+
+/// Receipt keys are per coop: an approved rotation in coop A moves A, and only A, to its next
+/// key; the operator's master rotation moves every coop; old receipts stay verifiable with the
+/// retired keys each coop lists.
+async fn receipt_key_rotation_is_per_coop(backend: Backend) {
+    use gateway_domain::governance::derive_receipt_key;
+    let Some(f) = Fixture::open(backend).await else { return };
+    let (a, b) = (f.coop("ka", 3).await, f.coop("kb", 3).await);
+    let (da, db) = (coop_domain(&f, &a, 3).await, coop_domain(&f, &b, 3).await);
+    let text = || serde_json::json!({ "type": "text", "content": "x" });
+    let a0 = receipt_of(&f, &a, &decide(&f, &a, &da, 3, text()).await).await;
+    let b0 = receipt_of(&f, &b, &decide(&f, &b, &db, 3, text()).await).await;
+    let key = |coop: &CoopId, master: &[u8; 32], generation: u32| {
+        hex::encode(derive_receipt_key(master, coop, generation).verifying_key().to_bytes())
+    };
+    assert_eq!(a0.public_key, key(&a, &[3; 32], 0));
+    assert_eq!(b0.public_key, key(&b, &[3; 32], 0));
+    assert_ne!(a0.public_key, b0.public_key, "each coop has its own key");
+    let b_before = f.governance.signing_keys(&b).await.unwrap();
+    assert_eq!(b_before.len(), 1);
+    let a_listed = f.governance.signing_keys(&a).await.unwrap();
+    assert_eq!(a_listed.len(), 1, "a coop lists its own keys only: {a_listed:?}");
+    assert_eq!((current(&a_listed).master, current(&a_listed).generation), (Some(0), Some(0)));
+    assert_eq!(current(&a_listed).coop_id.as_ref(), Some(&a));
+
+    // Coop A approves a key rotation: its own receipt is still signed with A's old key.
+    let rotation = decide(&f, &a, &da, 3, serde_json::json!({ "type": "signing_key_rotation" })).await;
+    let rotation = receipt_of(&f, &a, &rotation).await;
+    assert_eq!(rotation.public_key, a0.public_key);
+    let a1 = receipt_of(&f, &a, &decide(&f, &a, &da, 3, text()).await).await;
+    assert_eq!(a1.public_key, key(&a, &[3; 32], 1), "A moved to generation 1");
+    let b1 = receipt_of(&f, &b, &decide(&f, &b, &db, 3, text()).await).await;
+    assert_eq!(b1.public_key, b0.public_key, "B's key did not change");
+    assert_eq!(f.governance.signing_keys(&b).await.unwrap(), b_before, "B's list did not change");
+    let a_listed = f.governance.signing_keys(&a).await.unwrap();
+    assert_eq!(a_listed.len(), 2, "{a_listed:?}");
+    assert_eq!(a_listed[0].public_key, a0.public_key);
+    assert!(a_listed[0].valid_until.is_some(), "A's old key is retired");
+    assert_eq!(
+        (current(&a_listed).public_key.as_str(), current(&a_listed).generation),
+        (a1.public_key.as_str(), Some(1))
+    );
+    for receipt in [&a0, &rotation, &a1] {
+        verify_against_listed(receipt, &a_listed);
+    }
+    verify_against_listed(&b1, &b_before);
+
+    // The operator rotates the master: every coop moves to a key of master 1 at its own
+    // generation, and the keys of master 0 stay listed.
+    assert_eq!(f.keys.rotate_master([4; 32]), 1);
+    let b_listed = f.governance.signing_keys(&b).await.unwrap();
+    assert_eq!(b_listed.len(), 2, "listing records B's new current key: {b_listed:?}");
+    assert_eq!(current(&b_listed).public_key, key(&b, &[4; 32], 0));
+    assert_eq!(current(&b_listed).master, Some(1));
+    let a2 = receipt_of(&f, &a, &decide(&f, &a, &da, 3, text()).await).await;
+    assert_eq!(a2.public_key, key(&a, &[4; 32], 1));
+    let a_listed = f.governance.signing_keys(&a).await.unwrap();
+    assert_eq!(a_listed.len(), 3);
+    assert_eq!((current(&a_listed).master, current(&a_listed).generation), (Some(1), Some(1)));
+    for receipt in [&a0, &rotation, &a1, &a2] {
+        verify_against_listed(receipt, &a_listed);
+    }
+    verify_against_listed(&b0, &b_listed);
+    verify_against_listed(&b1, &b_listed);
+
+    // A gateway still holding master 0 (a replica not yet restarted) never takes a coop back.
+    let stale = gateway_domain::governance::Governance::new(
+        f.store.clone(),
+        f.store.clone(),
+        Arc::new(gateway_domain::trust::TrustGraph::new(vec![], 0.9, vec![])),
+        Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([3; 32])),
+        Arc::new(f.clock.clone()),
+    );
+    let request = gateway_domain::governance::NewProposal {
+        domain_id: da.clone(),
+        title: "T".into(),
+        description: String::new(),
+        payload: text(),
+        rule: None,
+        voting_duration_secs: Some(60),
+    };
+    let proposal = stale.create_proposal(&a, &did(0), request, true).await.unwrap();
+    let closed = stale.close(&a, Some(&did(0)), &proposal.id).await.unwrap();
+    assert_eq!(closed.receipt_unavailable.as_deref(), Some("keystore_outdated"));
+    assert_eq!(stale.signing_keys(&a).await.unwrap(), a_listed, "the list is left as it was");
 }
 
 fn fanout(coop: &CoopId, recipients: &[u32], title: &str) -> NotificationFanout {
@@ -516,6 +661,7 @@ conformance!(
     concurrent_payments_equal_a_serial_replay,
     reopening_keeps_committed_state,
     closing_notifies_every_domain_member,
+    receipt_key_rotation_is_per_coop,
     fanouts_expand_once_per_recipient,
     concurrent_fanout_expansions,
     coop_balances_read_the_coop_and_every_currency,

@@ -23,6 +23,8 @@ pub struct Fixture {
     pub trust: Trust,
     pub notifications: Notifications,
     pub governance: gateway_domain::governance::Governance,
+    /// The receipt keys the governance service signs with (master `[3; 32]`, number 0).
+    pub keys: Arc<gateway_domain::governance::MemoryReceiptKeys>,
     pub clock: ManualClock,
     _dir: Option<tempfile::TempDir>,
     pub spec: StoreSpec,
@@ -66,6 +68,7 @@ impl Fixture {
         let shared: Arc<dyn gateway_core::Clock> = Arc::new(clock.clone());
         let edges = gateway_domain::ports::TrustReads::all_edges(store.as_ref()).await.unwrap();
         let graph = Arc::new(TrustGraph::new(vec![], 0.9, edges));
+        let keys = Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([3; 32]));
         Self {
             coops: Coops::new(store.clone(), store.clone(), store.clone(), shared.clone()),
             ledger: Ledger::new(store.clone(), store.clone(), graph.clone(), shared.clone()),
@@ -75,11 +78,10 @@ impl Fixture {
                 store.clone(),
                 store.clone(),
                 graph.clone(),
-                Arc::new(gateway_domain::governance::MemoryReceiptKeys::new(ed25519_dalek::SigningKey::from_bytes(
-                    &[3; 32],
-                ))),
+                keys.clone(),
                 shared.clone(),
             ),
+            keys,
             store,
             clock,
             _dir: dir,
