@@ -198,6 +198,10 @@ impl TestApp {
 
     /// Full login; returns the token response body.
     pub async fn login(&self, signing: &SigningKey, did: &Did, coop: &str, scopes: &[&str]) -> Value {
+        // A second per login on the limiter's clock, so the per-IP login bucket (burst 20,
+        // 2 per second) never refuses a test's setup; tests of that limit call the routes
+        // themselves.
+        self.limiter_clock.advance(Duration::from_secs(1));
         let challenge = self.challenge(did).await;
         let nonce = challenge["nonce"].as_str().unwrap();
         let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
