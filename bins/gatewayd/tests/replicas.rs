@@ -27,16 +27,7 @@ async fn next_frame(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_of_replica_a_sees_events_written_through_replica_b() {
-    let Ok(url) = std::env::var("GATEWAY_TEST_POSTGRES_URL") else {
-        eprintln!("GATEWAY_TEST_POSTGRES_URL is not set: the two-replica test does not run");
-        return;
-    };
-    let schema = format!("replicas_{}", std::process::id());
-    let pool = sqlx::PgPool::connect(&url).await.unwrap_or_else(|e| panic!("PostgreSQL at {url} is unreachable: {e}"));
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(&pool).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let store = format!("{url}{separator}options=-c%20search_path%3D{schema}");
+    let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas").await else { return };
     let flags = ["--open-enrollment", "true", "--trust-default", "0.9"];
     let a = start_on(&store, &flags, &[]);
     let b = start_on(&store, &flags, &[]);
@@ -70,5 +61,4 @@ async fn a_client_of_replica_a_sees_events_written_through_replica_b() {
         assert_eq!(frame["event"]["data"]["amount"], json!(1 + n));
     }
     drop((a, b));
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE")).execute(&pool).await.unwrap();
 }

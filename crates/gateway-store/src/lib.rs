@@ -9,6 +9,7 @@
 mod conn;
 mod reads;
 mod sqlite;
+pub mod testing;
 mod writer;
 
 use std::any::Any;

@@ -37,23 +37,9 @@ pub enum Backend {
     Postgres,
 }
 
-pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
-
-/// A fresh PostgreSQL schema's URL, or `None` (said loudly) when the variable is unset. A set
-/// variable with an unreachable server fails the test.
+/// A fresh PostgreSQL schema's URL, or `None` (said loudly) when the variable is unset.
 pub async fn postgres_url() -> Option<String> {
-    let Ok(url) = std::env::var(POSTGRES_VAR) else {
-        eprintln!("{POSTGRES_VAR} is not set: SKIPPING the PostgreSQL run of this test");
-        return None;
-    };
-    let schema = format!("h_{}", gateway_domain::events::new_id());
-    let pool = sqlx::PgPool::connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
-    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
-    pool.close().await;
-    let separator = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+    gateway_store::testing::fresh_postgres_schema("h").await
 }
 
 pub struct Response {

@@ -30,19 +30,9 @@ pub struct Fixture {
     pub spec: StoreSpec,
 }
 
-pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
-
-/// A fresh PostgreSQL schema's URL, or `None` when the variable is unset.
+/// A fresh PostgreSQL schema's URL, or `None` (said loudly) when the variable is unset.
 pub async fn postgres_url() -> Option<String> {
-    let url = std::env::var(POSTGRES_VAR).ok()?;
-    let schema = format!("t_{}", gateway_domain::events::new_id());
-    let pool = sqlx::PgPool::connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
-    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
-    pool.close().await;
-    let separator = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+    gateway_store::testing::fresh_postgres_schema("t").await
 }
 
 impl Fixture {

@@ -20,8 +20,6 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
-
 /// How long a test waits for any one frame before failing.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -285,16 +283,7 @@ impl Client {
     }
 }
 
-/// A fresh PostgreSQL schema's URL, or `None` when the variable is unset. When it is set and
-/// the server is unreachable, the test fails loudly rather than passing vacuously.
+/// A fresh PostgreSQL schema's URL, or `None` (said loudly) when the variable is unset.
 pub async fn postgres_url() -> Option<String> {
-    let url = std::env::var(POSTGRES_VAR).ok()?;
-    let schema = format!("ws_{}", gateway_domain::events::new_id());
-    let pool = sqlx::PgPool::connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
-    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap();
-    pool.close().await;
-    let separator = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+    gateway_store::testing::fresh_postgres_schema("ws").await
 }

@@ -1,0 +1,33 @@
+//! Support for the workspace's tests that run against PostgreSQL.
+//!
+//! Every test suite that runs a rule on PostgreSQL gets its database the same way: the server
+//! named by `GATEWAY_TEST_POSTGRES_URL`, a fresh schema per test so tests never see each other's
+//! rows. Unset, the PostgreSQL run is skipped and says so on standard error; set but
+//! unreachable, the test fails.
+
+/// The variable naming the test PostgreSQL server.
+pub const POSTGRES_VAR: &str = "GATEWAY_TEST_POSTGRES_URL";
+
+/// A store URL whose `search_path` is a schema created for this test (named `<prefix>_<id>`),
+/// or `None` when [`POSTGRES_VAR`] is unset.
+///
+/// # Panics
+///
+/// When the variable is set and the server cannot be reached or the schema created.
+pub async fn fresh_postgres_schema(prefix: &str) -> Option<String> {
+    let Ok(url) = std::env::var(POSTGRES_VAR) else {
+        eprintln!("{POSTGRES_VAR} is not set: SKIPPING the PostgreSQL run of this test");
+        return None;
+    };
+    let schema = format!("{prefix}_{}", gateway_domain::events::new_id());
+    let pool = sqlx::PgPool::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create schema {schema}: {e}"));
+    pool.close().await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+}
