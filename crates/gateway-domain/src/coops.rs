@@ -190,7 +190,7 @@ pub fn coop_domain(coop: &CoopId, now: u64) -> DomainRecord {
 
 /// Adds a member in the transaction (409 if already one), emits `MemberAdded` and tells them.
 pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord, now: u64) -> Result<(), Error> {
-    let record = require_coop(tx, coop).await?;
+    let record = lock_coop(tx, coop).await?;
     if tx.member(coop, &member.did).await?.is_some() {
         return Err(Error::conflict(format!("{} is already a member of '{coop}'", member.did)));
     }
@@ -209,7 +209,9 @@ pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord
 /// delegations given or received in it), and emits `MemberRemoved`. 404 for a non-member, 409
 /// for the last admin; every check comes before the first write.
 pub async fn remove_member_in(tx: &mut dyn Tx, coop: &CoopId, did: &Did, now: u64) -> Result<(), Error> {
-    require_coop(tx, coop).await?;
+    // Held until the transaction ends: a concurrent removal or demotion of another admin waits
+    // here, then counts the admins this one left.
+    lock_coop(tx, coop).await?;
     let member = tx.member(coop, did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
     if member.role == Role::Admin && tx.count_admins(coop).await? <= 1 {
         return Err(Error::conflict("the last admin of a cooperative cannot be removed"));
@@ -273,6 +275,13 @@ fn member_json(member: &MemberRecord) -> serde_json::Value {
 /// The coop, or `NOT_FOUND`.
 pub async fn require_coop(tx: &mut dyn Tx, id: &CoopId) -> Result<CoopRecord, Error> {
     tx.coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
+}
+
+/// The coop, or `NOT_FOUND`, holding its row until the transaction ends: every change of who
+/// belongs to the coop or in which role takes it first, so that the last-admin rule holds
+/// under concurrent changes. Payments never take it.
+pub async fn lock_coop(tx: &mut dyn Tx, id: &CoopId) -> Result<CoopRecord, Error> {
+    tx.lock_coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
 }
 
 impl Coops {
@@ -422,7 +431,8 @@ impl Coops {
         let (id, did, now) = (coop.clone(), did.clone(), self.clock.now_unix_secs());
         let member = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                require_coop(tx, &id).await?;
+                // Serialises membership changes of the coop before the last-admin count.
+                lock_coop(tx, &id).await?;
                 let mut member = tx.member(&id, &did).await?.ok_or_else(|| Error::not_found("member", did.as_str()))?;
                 let was_admin = member.role == Role::Admin;
                 change(&mut member);

@@ -429,6 +429,11 @@ pub trait NotificationTx: Send {
 pub trait CoopTx: Send {
     /// The coop, if it exists.
     async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error>;
+    /// The coop, if it exists, holding its row (`FOR UPDATE` on PostgreSQL; SQLite's single
+    /// writer already serialises every write) until the transaction ends. Taken by membership
+    /// changes before they count admins, so that two of them on one coop are serialised; never
+    /// by payments, which must not queue behind each other on the coop row.
+    async fn lock_coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error>;
     /// The member, if it is one.
     async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error>;
     /// Which of these DIDs are members, in one query (order not kept).
@@ -574,6 +579,10 @@ pub trait GovTx: Send {
     async fn update_domain(&mut self, domain: &DomainRecord) -> Result<(), Error>;
     /// A proposal of the coop.
     async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
+    /// A proposal of the coop, holding its row until the transaction ends (`FOR UPDATE` on
+    /// PostgreSQL; a plain read under SQLite's single writer), so that concurrent opens, votes
+    /// and closes of one proposal decide on its latest status one after the other.
+    async fn lock_proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
     /// Creates a proposal.
     async fn insert_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
     /// Replaces a proposal's mutable fields (status, times, outcome, tally).
@@ -792,6 +801,10 @@ pub trait ComputeTx: Send {
     async fn insert_task(&mut self, task: &TaskRecord) -> Result<(), Error>;
     /// A task of the coop.
     async fn task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error>;
+    /// A task of the coop, holding its row until the transaction ends (`FOR UPDATE` on
+    /// PostgreSQL; a plain read under SQLite's single writer), so that concurrent claims,
+    /// completions and cancellations of one task decide on its latest status one after the other.
+    async fn lock_task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error>;
     /// Replaces a task's mutable fields.
     async fn update_task(&mut self, task: &TaskRecord) -> Result<(), Error>;
 }

@@ -110,6 +110,13 @@ async fn require_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRe
     tx.task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
 }
 
+/// The task, or `NOT_FOUND`, holding its row until the transaction ends: every change of a
+/// task's status takes it before reading the status, so of concurrent claims exactly one finds
+/// it pending and the others find it claimed (409).
+async fn lock_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
+    tx.lock_task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
+}
+
 fn task_event(task: &TaskRecord) -> Value {
     json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status.as_str(), "submitter": task.submitter.as_str(),
             "executor": task.executor, "result": task.result })
@@ -228,7 +235,7 @@ impl Compute {
         let (coop, caller, id, now) = (coop.clone(), caller.clone(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let mut task = require_task(tx, &coop, &id).await?;
+                let mut task = lock_task(tx, &coop, &id).await?;
                 if task.submitter != caller {
                     return Err(Error::denied("not_the_submitter", "only the submitter may cancel a task"));
                 }
@@ -267,7 +274,7 @@ impl Compute {
         let (coop, executor, id, now) = (coop.clone(), executor.to_owned(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let mut task = require_task(tx, &coop, &id).await?;
+                let mut task = lock_task(tx, &coop, &id).await?;
                 if task.status != TaskStatus::Pending {
                     return Err(Error::conflict(format!("task '{id}' is {}, not pending", task.status)));
                 }
@@ -305,7 +312,7 @@ impl Compute {
         let (coop, executor, id, now) = (coop.clone(), executor.clone(), id.to_owned(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let mut task = require_task(tx, &coop, &id).await?;
+                let mut task = lock_task(tx, &coop, &id).await?;
                 if task.executor.as_deref().is_some_and(|holder| holder != executor.as_str()) {
                     return Err(Error::denied(
                         "not_the_executor",
@@ -351,7 +358,7 @@ impl Compute {
         for (coop, id) in due {
             let returned = transaction(self.transactor.as_ref(), move |tx| {
                 Box::pin(async move {
-                    let mut task = require_task(tx, &coop, &id).await?;
+                    let mut task = lock_task(tx, &coop, &id).await?;
                     if !task.status.is_claimed() || task.deadline.is_none_or(|d| d > now) {
                         return Ok(false);
                     }
@@ -418,7 +425,7 @@ impl Compute {
         let now = self.clock.now_unix_secs();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let mut current = require_task(tx, &coop, &id).await?;
+                let mut current = lock_task(tx, &coop, &id).await?;
                 // Cancelled (or timed out) while it ran: the earlier end stands.
                 if !current.status.is_claimed() || current.executor.as_deref() != Some(BUILTIN_EXECUTOR) {
                     return Ok(());

@@ -187,11 +187,18 @@ macro_rules! named_row {
     };
 }
 
-/// Turns a SQLite failure into the contract's error: a full or failing disk, or a database
-/// another process holds, → 503; anything else → 500.
+/// Turns a SQLite failure into the contract's error: a unique or primary-key constraint
+/// failure (a row with that id already exists) → 409 `CONFLICT`; a full or failing disk, or a
+/// database another process holds, → 503; anything else → 500.
 pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
     use rusqlite::ErrorCode::{CannotOpen, DatabaseBusy, DatabaseLocked, DiskFull, SystemIoFailure};
+    use rusqlite::ffi::{SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE};
     match &err {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.extended_code, SQLITE_CONSTRAINT_UNIQUE | SQLITE_CONSTRAINT_PRIMARYKEY) =>
+        {
+            Error::conflict(format!("already exists: {err}"))
+        }
         rusqlite::Error::SqliteFailure(failure, _)
             if matches!(failure.code, DiskFull | SystemIoFailure | DatabaseBusy | DatabaseLocked | CannotOpen) =>
         {
@@ -215,6 +222,13 @@ impl<'a> Conn<'a> {
 
     fn is_sqlite(&self) -> bool {
         matches!(self.db, Db::Sqlite(_))
+    }
+
+    /// The row-lock clause ending a `SELECT` that holds what it reads until the transaction
+    /// ends: ` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose single writer already runs
+    /// every write transaction alone (and which has no such clause).
+    fn for_update(&self) -> &'static str {
+        if self.is_sqlite() { "" } else { " FOR UPDATE" }
     }
 
     /// Runs a statement; returns the number of rows it changed.
@@ -794,6 +808,12 @@ impl CoopTx for Conn<'_> {
         row.map(coop_from_row).transpose()
     }
 
+    async fn lock_coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
+        let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1{}", self.for_update());
+        let row: Option<CoopRow> = self.fetch_optional(&sql, args![id.as_str()]).await?;
+        row.map(coop_from_row).transpose()
+    }
+
     async fn members_among(&mut self, coop: &CoopId, dids: &[&Did]) -> Result<Vec<MemberRecord>, Error> {
         if dids.is_empty() {
             return Ok(Vec::new());
@@ -1125,6 +1145,13 @@ impl GovTx for Conn<'_> {
 
     async fn proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
         let sql = format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE coop_id = $1 AND id = $2");
+        let row: Option<ProposalRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
+        row.map(proposal_from_row).transpose()
+    }
+
+    async fn lock_proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
+        let sql =
+            format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE coop_id = $1 AND id = $2{}", self.for_update());
         let row: Option<ProposalRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(proposal_from_row).transpose()
     }
@@ -1483,6 +1510,15 @@ impl ComputeTx for Conn<'_> {
 
     async fn task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error> {
         let sql = format!("SELECT {TASK_COLUMNS} FROM compute_tasks WHERE coop_id = $1 AND task_id = $2");
+        let row: Option<TaskRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
+        row.map(task_from_row).transpose()
+    }
+
+    async fn lock_task(&mut self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM compute_tasks WHERE coop_id = $1 AND task_id = $2{}",
+            self.for_update()
+        );
         let row: Option<TaskRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(task_from_row).transpose()
     }

@@ -216,9 +216,17 @@ pub enum StoreError {
     Postgres(String),
 }
 
-/// Turns a database failure into the contract's error: unreachable → 503, anything else → 500.
+/// PostgreSQL's SQLSTATE for a unique (or primary key) violation.
+const PG_UNIQUE_VIOLATION: &str = "23505";
+
+/// Turns a database failure into the contract's error: a unique violation (a row with that id
+/// already exists, e.g. two concurrent creations of one coop) → 409 `CONFLICT`, unreachable →
+/// 503, anything else → 500.
 pub(crate) fn db_error(err: sqlx::Error) -> Error {
     match err {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some(PG_UNIQUE_VIOLATION) => {
+            Error::conflict(format!("already exists: {}", db.message()))
+        }
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
             Error::ServiceUnavailable(format!("store unreachable: {err}"))
         }

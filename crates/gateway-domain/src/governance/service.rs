@@ -139,6 +139,13 @@ async fn require_proposal(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<Pr
     tx.proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
 }
 
+/// The proposal, or `NOT_FOUND`, holding its row until the transaction ends: opens, votes and
+/// closes take it before they read the status, so a second close waits for the first and then
+/// finds the proposal closed (409) instead of paying out again.
+async fn lock_proposal(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
+    tx.lock_proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
+}
+
 /// Creating and changing domains is for the coop's admins (403 `admin_only` otherwise).
 async fn require_admin(tx: &mut dyn Tx, coop: &CoopId, caller: &Did) -> Result<(), Error> {
     match tx.member(coop, caller).await? {
@@ -395,7 +402,7 @@ impl Governance {
         let (coop, caller, id, now) = (coop.clone(), caller.clone(), id.to_owned(), self.clock.now_unix_secs());
         let opened = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let mut proposal = require_proposal(tx, &coop, &id).await?;
+                let mut proposal = lock_proposal(tx, &coop, &id).await?;
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
                 if proposal.author != caller && !domain.members.contains(&caller) {
                     return Err(Error::denied(
@@ -423,7 +430,7 @@ impl Governance {
         let (coop, voter, id, now) = (coop.clone(), voter.clone(), id.to_owned(), self.clock.now_unix_secs());
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                let proposal = require_proposal(tx, &coop, &id).await?;
+                let proposal = lock_proposal(tx, &coop, &id).await?;
                 if proposal.status != ProposalStatus::Open {
                     return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status.as_str())));
                 }
@@ -488,7 +495,7 @@ impl Governance {
         let closed = transaction(self.transactor.as_ref(), move |tx| {
             let coop = coop_id;
             Box::pin(async move {
-                let mut proposal = require_proposal(tx, &coop, &id).await?;
+                let mut proposal = lock_proposal(tx, &coop, &id).await?;
                 if proposal.status != ProposalStatus::Open {
                     return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status.as_str())));
                 }
