@@ -5,4 +5,5 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod conformance;
+mod history;
 mod support;
