@@ -16,7 +16,7 @@ use super::{
     COOP_DOMAIN, Choice, Delegation, DelegationScope, DirectVote, Effect, MembershipAction, Outcome, ProposalPayload,
     ProposalStatus, Rule, Tally, decide, sign_receipt, tally,
 };
-use crate::coops::{add_member_in, remove_member_in, require_coop, update_settings_in};
+use crate::coops::{add_member_in, lock_coop, remove_member_in, require_coop, update_settings_in};
 use crate::events::{CoopEventType, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
 use crate::notifications::{Note, notify_all, spawn_expansion};
@@ -651,7 +651,12 @@ impl Governance {
         };
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                require_coop(tx, &record.coop_id).await?;
+                // The membership lock: a removal of the delegate, which revokes their
+                // delegations, is either committed before this check or waits for this insert.
+                lock_coop(tx, &record.coop_id).await?;
+                if tx.member(&record.coop_id, &record.delegator).await?.is_none() {
+                    return Err(Error::denied("not_a_member", "only members of the cooperative delegate"));
+                }
                 if tx.member(&record.coop_id, &record.delegate).await?.is_none() {
                     return Err(Error::bad_request_field(
                         "delegate",

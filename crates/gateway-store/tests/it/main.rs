@@ -5,5 +5,6 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod conformance;
+mod history;
 mod races;
 mod support;

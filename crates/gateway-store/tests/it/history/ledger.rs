@@ -1,0 +1,117 @@
+//! Payments: one payer near its credit floor, and one Idempotency-Key used by N payments at once.
+
+use gateway_core::{Amount, CoopId, Error, ErrorCode};
+use gateway_domain::ledger::{Idempotency, PaymentRequest};
+use gateway_domain::ports::TransactionRecord;
+use rand::Rng;
+
+use super::checkers::*;
+use super::{N, Round};
+use crate::support::did;
+
+fn payment(from: u32, to: u32, amount: Amount) -> PaymentRequest {
+    PaymentRequest { from: did(from).to_string(), to: did(to).to_string(), amount, currency: None, memo: None }
+}
+
+/// n payments from `did(0)` (balance 0, floor -1000) of 150–400 units each, to distinct payees:
+/// together they exceed the floor, so some must be refused and the rest must fit.
+pub async fn payments_near_the_floor(r: &mut Round) -> Vec<String> {
+    let n = r.rng.gen_range(2..=N);
+    let coop = r.f.coop(&r.id("pay"), n as u32 + 1).await;
+    let amounts: Vec<Amount> = (0..n).map(|_| Amount::from_units(r.rng.gen_range(150..=400))).collect();
+    let (f, h) = (r.f.clone(), r.history.clone());
+    r.concurrently(n, |p| {
+        let (f, h, coop, amount) = (f.clone(), h.clone(), coop.clone(), amounts[p]);
+        async move {
+            let args = format!("did0 -> did{} {amount}", p + 1);
+            h.run(p, "pay", args, f.ledger.pay(&coop, payment(0, p as u32 + 1, amount)), |t| t.id.clone()).await
+        }
+    })
+    .await;
+    let ops = r.history.of("pay");
+    let mut v = only_expected_errors(&ops, &[ErrorCode::InsufficientCredit]);
+    let members: Vec<_> = (0..=n as u32).map(did).collect();
+    v.extend(zero_sum(&r.f, &coop).await);
+    v.extend(above_floor(&r.f, &coop, &members, Amount::from_units(-1000)).await);
+    let txs = transactions(&r.f, &coop, None).await;
+    let ids: Vec<String> = txs.iter().map(|t| t.id.clone()).collect();
+    v.extend(acknowledged_visible("payment", &ops, &ids));
+    let acked: i64 = ops.iter().filter(|o| o.ok().is_some()).map(|o| amounts[o.process].micros()).sum();
+    let balance = r.f.ledger.balance(&coop, did(0).as_str(), None).await.unwrap().balance;
+    if balance.micros() != -acked {
+        v.push(format!(
+            "lost write: payer balance {balance} is not minus the acknowledged payments ({})",
+            Amount::from_micros(acked)
+        ));
+    }
+    let acked_count = ops.iter().filter(|o| o.ok().is_some()).count();
+    if txs.len() != acked_count {
+        v.push(format!(
+            "one record per payment: {} transactions stored for {acked_count} acknowledged payments",
+            txs.len()
+        ));
+    }
+    v.extend(gap_free_events(&r.f, &coop).await);
+    v
+}
+
+/// N payments with one Idempotency-Key and one body: one record, every answer the same.
+pub async fn one_key_many_payments(r: &mut Round) -> Vec<String> {
+    let n = r.rng.gen_range(2..=N);
+    let coop: CoopId = r.f.coop(&r.id("idem"), 2).await;
+    let amount = Amount::from_units(r.rng.gen_range(1..=50));
+    let key = r.id("key");
+    let (f, h) = (r.f.clone(), r.history.clone());
+    r.concurrently(n, |p| {
+        let (f, h, coop, key) = (f.clone(), h.clone(), coop.clone(), key.clone());
+        async move {
+            let idempotency = Idempotency { key: key.clone(), request_hash: "same-body".into() };
+            let render = Box::new(|r: &Result<TransactionRecord, Error>| match r {
+                Ok(t) => (201, t.id.clone()),
+                Err(e) => (409, e.to_string()),
+            });
+            let op = f.ledger.pay_idempotent(&coop, payment(0, 1, amount), idempotency, render);
+            h.run(p, "pay_idempotent", format!("key={key} did0 -> did1 {amount}"), op, |s| {
+                format!("{} {}{}", s.status, s.body, if s.replayed { " (replayed)" } else { "" })
+            })
+            .await
+        }
+    })
+    .await;
+    let ops = r.history.of("pay_idempotent");
+    let mut v = only_expected_errors(&ops, &[ErrorCode::Conflict]);
+    let fresh: Vec<&super::recorder::Op> =
+        ops.iter().filter(|o| o.ok().is_some_and(|s| !s.ends_with("(replayed)"))).collect();
+    if fresh.len() != 1 {
+        v.push(format!(
+            "one record per idempotency key: {} of {n} requests with key {key} were answered as new (not replayed), expected 1",
+            fresh.len()
+        ));
+    }
+    // Real-time order: a request invoked after the first answer completed must replay it (409 is
+    // only for requests racing the one in flight).
+    if let Some(first) = fresh.first() {
+        for late in ops.iter().filter(|o| o.invoked > first.completed && o.code().is_some()) {
+            v.push(format!(
+                "replay after the answer: p{} started after p{} had its answer, yet got {:?} instead of the replay",
+                late.process, first.process, late.outcome
+            ));
+        }
+    }
+    let txs = transactions(&r.f, &coop, None).await;
+    if txs.len() != 1 {
+        v.push(format!("one record per idempotency key: {} transactions created for one key, expected 1", txs.len()));
+    }
+    let bodies: std::collections::BTreeSet<String> =
+        ops.iter().filter_map(|o| o.ok()).map(|s| s.trim_end_matches(" (replayed)").to_owned()).collect();
+    if bodies.len() > 1 {
+        v.push(format!("same answer per idempotency key: different answers: {bodies:?}"));
+    }
+    let balance = r.f.ledger.balance(&coop, did(0).as_str(), None).await.unwrap().balance;
+    if balance.micros() != -amount.micros() {
+        v.push(format!("one record per idempotency key: payer balance {balance}, expected -{amount} (one payment)"));
+    }
+    v.extend(zero_sum(&r.f, &coop).await);
+    v.extend(gap_free_events(&r.f, &coop).await);
+    v
+}
