@@ -60,8 +60,7 @@ async fn concurrent_requests_with_one_key_make_one_payment() {
         let body = pay(2, 3, json!(5));
         // Warm the store's connection pool, so the eight requests really run at once.
         futures_util::future::join_all((0..16).map(|_| app.get("/v1/ledger/c1/history", &tokens[0]))).await;
-        let answers =
-            futures_util::future::join_all((0..8).map(|_| pay_keyed(&app, &tokens[0], "once", &body))).await;
+        let answers = futures_util::future::join_all((0..8).map(|_| pay_keyed(&app, &tokens[0], "once", &body))).await;
         let first: Vec<&Response> = answers.iter().filter(|r| !replayed(r)).collect();
         assert_eq!(first.len(), 1, "{:?}: exactly one request executes", app.backend);
         assert_eq!(first[0].status, StatusCode::CREATED, "{}", first[0].body);
