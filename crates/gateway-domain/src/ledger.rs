@@ -238,7 +238,7 @@ impl Ledger {
         let keyed = idempotent.as_ref().map(|(idempotency, _)| idempotency.clone());
         // An atomic refusal under a key: the whole unit of work rolls back (the items before the
         // failing one included), and the refusal is stored in a second one below.
-        let refused: Arc<std::sync::Mutex<Option<(Error, Render<Vec<BatchItemResult>>)>>> = Arc::default();
+        let refused: AtomicRefusal = Arc::default();
         let refused_in = refused.clone();
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
@@ -263,15 +263,14 @@ impl Ledger {
                     Ok(results)
                 };
                 let result = run.await;
-                match idempotent {
-                    None => result.map(|r| (r, None)),
-                    Some((_, render)) if atomic && result.as_ref().is_err_and(is_decision) => {
+                match (idempotent, result) {
+                    (None, result) => result.map(|r| (r, None)),
+                    (Some((_, render)), Err(err)) if atomic && is_decision(&err) => {
                         // The items before the failing one were written: roll them back.
-                        let err = result.err().expect("checked");
                         *refused_in.lock().expect("not poisoned") = Some((err.clone(), render));
                         Err(err)
                     }
-                    Some((idempotency, render)) => {
+                    (Some((idempotency, render)), result) => {
                         let stored = remember(tx, &idempotency, result, render, now).await?;
                         Ok((Vec::new(), Some(stored)))
                     }
@@ -445,6 +444,10 @@ impl Ledger {
         PageRequest::new(limit, offset).map_err(|m| Error::bad_request_field("limit", m))
     }
 }
+
+/// An atomic batch's refusal under a key, handed out of its rolled-back unit of work to be
+/// stored in a second one.
+type AtomicRefusal = Arc<std::sync::Mutex<Option<(Error, Render<Vec<BatchItemResult>>)>>>;
 
 /// The two single-transaction operations, so that their plain and idempotent forms share one path.
 #[derive(Debug)]
