@@ -188,7 +188,7 @@ impl Ledger {
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                if let Some(stored) = replay(tx, &idempotency, now).await? {
+                if let Some(stored) = claim(tx, &idempotency, now).await? {
                     return Ok(stored);
                 }
                 let record = require_coop(tx, &coop).await?;
@@ -235,10 +235,15 @@ impl Ledger {
             return Err(Error::bad_request_field("payments", format!("a batch holds 1 to {MAX_BATCH} payments")));
         }
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
+        let keyed = idempotent.as_ref().map(|(idempotency, _)| idempotency.clone());
+        // An atomic refusal under a key: the whole unit of work rolls back (the items before the
+        // failing one included), and the refusal is stored in a second one below.
+        let refused: AtomicRefusal = Arc::default();
+        let refused_in = refused.clone();
+        let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 if let Some((idempotency, _)) = &idempotent
-                    && let Some(stored) = replay(tx, idempotency, now).await?
+                    && let Some(stored) = claim(tx, idempotency, now).await?
                 {
                     return Ok((Vec::new(), Some(stored)));
                 }
@@ -258,18 +263,60 @@ impl Ledger {
                     Ok(results)
                 };
                 let result = run.await;
-                match idempotent {
-                    None => result.map(|r| (r, None)),
-                    Some((idempotency, render)) => {
-                        // An atomic refusal wrote nothing: every item's checks precede its
-                        // writes, and the first failure stops the batch before writing it.
+                match (idempotent, result) {
+                    (None, result) => result.map(|r| (r, None)),
+                    (Some((_, render)), Err(err)) if atomic && is_decision(&err) => {
+                        // The items before the failing one were written: roll them back.
+                        *refused_in.lock().expect("not poisoned") = Some((err.clone(), render));
+                        Err(err)
+                    }
+                    (Some((idempotency, render)), result) => {
                         let stored = remember(tx, &idempotency, result, render, now).await?;
                         Ok((Vec::new(), Some(stored)))
                     }
                 }
             })
         })
+        .await;
+        let refusal = refused.lock().expect("not poisoned").take();
+        match (outcome, refusal, keyed) {
+            (Err(_), Some((err, render)), Some(idempotency)) => {
+                let stored = transaction(self.transactor.as_ref(), move |tx| {
+                    Box::pin(async move {
+                        if let Some(stored) = claim(tx, &idempotency, now).await? {
+                            return Ok(stored);
+                        }
+                        remember(tx, &idempotency, Err(err), render, now).await
+                    })
+                })
+                .await?;
+                Ok((Vec::new(), Some(stored)))
+            }
+            (outcome, _, _) => outcome,
+        }
+    }
+
+    /// The stored answer of an `Idempotency-Key` (a replay), `None` when the key has no live
+    /// answer, or 409 when it was used with another request. Read before the velocity limit:
+    /// a replay creates nothing, so it is neither refused nor counted by it.
+    pub async fn stored_answer(&self, idempotency: &Idempotency) -> Result<Option<StoredResponse>, Error> {
+        let (idempotency, now) = (idempotency.clone(), self.clock.now_unix_secs());
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
+                match tx.idempotency_get(&idempotency.key, not_before).await? {
+                    None => Ok(None),
+                    Some(stored) => answer(&idempotency, stored).map(Some),
+                }
+            })
+        })
         .await
+    }
+
+    /// Each payer's payments (and conversions) recorded since `since` (Unix seconds), as
+    /// (payer DID, timestamp) oldest first: what the velocity limiter is rebuilt from at start.
+    pub async fn payments_since(&self, since: u64) -> Result<Vec<(String, u64)>, Error> {
+        self.reads.payments_since(since).await
     }
 
     /// Quotes a conversion of `amount` at the coop's oracle rate and fee; valid 60 s.
@@ -398,6 +445,10 @@ impl Ledger {
     }
 }
 
+/// An atomic batch's refusal under a key, handed out of its rolled-back unit of work to be
+/// stored in a second one.
+type AtomicRefusal = Arc<std::sync::Mutex<Option<(Error, Render<Vec<BatchItemResult>>)>>>;
+
 /// The two single-transaction operations, so that their plain and idempotent forms share one path.
 #[derive(Debug)]
 enum Transfer {
@@ -420,15 +471,32 @@ impl Transfer {
     }
 }
 
-async fn replay(tx: &mut dyn Tx, idempotency: &Idempotency, now: u64) -> Result<Option<StoredResponse>, Error> {
+/// Claims the key in this unit of work (see [`crate::ports::LedgerTx::idempotency_claim`]):
+/// `None` when this request is the key's first and must run; otherwise the stored answer to
+/// replay, or 409 when the key came with another request (or is still in flight).
+async fn claim(tx: &mut dyn Tx, idempotency: &Idempotency, now: u64) -> Result<Option<StoredResponse>, Error> {
     let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
-    match tx.idempotency_get(&idempotency.key, not_before).await? {
+    match tx.idempotency_claim(&idempotency.key, &idempotency.request_hash, now, not_before).await? {
         None => Ok(None),
-        Some(stored) if stored.request_hash == idempotency.request_hash => {
-            Ok(Some(StoredResponse { status: stored.status, body: stored.body, replayed: true }))
-        }
-        Some(_) => Err(Error::conflict("the Idempotency-Key was already used with another request")),
+        Some(stored) => answer(idempotency, stored).map(Some),
     }
+}
+
+fn answer(idempotency: &Idempotency, stored: IdempotencyRecord) -> Result<StoredResponse, Error> {
+    if stored.request_hash != idempotency.request_hash {
+        return Err(Error::conflict("the Idempotency-Key was already used with another request"));
+    }
+    if stored.status == 0 {
+        return Err(Error::conflict("a request with this Idempotency-Key is still in progress"));
+    }
+    Ok(StoredResponse { status: stored.status, body: stored.body, replayed: true })
+}
+
+/// Whether a refusal is the ledger's decision (409: credit, slippage, atomic batch, state),
+/// stored under an `Idempotency-Key`, rather than a refusal of the request itself (400, 403,
+/// 404) or a fault, which store nothing.
+fn is_decision(err: &Error) -> bool {
+    err.code().status() == 409
 }
 
 async fn remember<T>(
@@ -438,10 +506,24 @@ async fn remember<T>(
     render: Render<T>,
     now: u64,
 ) -> Result<StoredResponse, Error> {
-    if let Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) = result {
-        // Faults are not answers: they are not stored, and the transaction rolls back.
-        return Err(err);
+    if let Err(err) = result {
+        if !is_decision(&err) {
+            // Faults and refusals of the request itself are not stored: the transaction rolls
+            // back, the key's claim with it, so the key can be used again.
+            return Err(err);
+        }
+        return store(tx, idempotency, Err(err), render, now).await;
     }
+    store(tx, idempotency, result, render, now).await
+}
+
+async fn store<T>(
+    tx: &mut dyn Tx,
+    idempotency: &Idempotency,
+    result: Result<T, Error>,
+    render: Render<T>,
+    now: u64,
+) -> Result<StoredResponse, Error> {
     let (status, body) = render(&result);
     let record = IdempotencyRecord {
         key: idempotency.key.clone(),

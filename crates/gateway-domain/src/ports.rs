@@ -369,6 +369,20 @@ pub trait LedgerTx: Send {
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error>;
     /// Stores (or replaces an expired) idempotent response.
     async fn idempotency_put(&mut self, record: &IdempotencyRecord) -> Result<(), Error>;
+    /// Claims an `Idempotency-Key` for this transaction: drops the key's expired answer (older
+    /// than `not_before`), then inserts a placeholder row (status 0) unless the key is taken.
+    /// `None`: claimed (the caller must overwrite the placeholder with
+    /// [`LedgerTx::idempotency_put`] before committing, or roll back). `Some`: the key's live
+    /// record. On PostgreSQL a concurrent claim of the same key blocks on the unique index until
+    /// the first transaction ends, then sees its committed row (or claims the key if it rolled
+    /// back); SQLite runs one writer at a time.
+    async fn idempotency_claim(
+        &mut self,
+        key: &str,
+        request_hash: &str,
+        now: u64,
+        not_before: u64,
+    ) -> Result<Option<IdempotencyRecord>, Error>;
     /// Sets an exchange rate.
     async fn put_rate(&mut self, coop: &CoopId, rate: &RateRecord) -> Result<(), Error>;
     /// Reads an exchange rate.
@@ -846,6 +860,9 @@ pub trait LedgerReads: Send + Sync + fmt::Debug {
     /// Accounts whose stored balance differs from the sum of their transactions' legs: the
     /// ledger's integrity audit (zero when sound).
     async fn unreconciled_accounts(&self) -> Result<u64, Error>;
+    /// Every payment and conversion recorded at or after `since` (Unix seconds), as (payer,
+    /// timestamp), oldest first: the velocity limiter's durable source.
+    async fn payments_since(&self, since: u64) -> Result<Vec<(String, u64)>, Error>;
 }
 
 /// Cooperative reads.

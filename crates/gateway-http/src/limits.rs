@@ -70,6 +70,17 @@ impl RateLimits {
         }
     }
 
+    /// Rebuilds the velocity windows from the durable ledger: `payments` are (payer, Unix
+    /// seconds) of the payments recorded in the last hour, `now` the wall clock's Unix seconds.
+    /// Returns how many payments were counted.
+    pub fn restore_velocity(&self, payments: &[(String, u64)], now: u64) -> usize {
+        let mut by_payer: std::collections::HashMap<&str, Vec<std::time::Duration>> = std::collections::HashMap::new();
+        for (payer, at) in payments {
+            by_payer.entry(payer.as_str()).or_default().push(std::time::Duration::from_secs(now.saturating_sub(*at)));
+        }
+        by_payer.into_iter().map(|(payer, ages)| self.velocity.restore(payer, ages)).sum()
+    }
+
     /// Drops idle keys of every layer (called from a timer task).
     pub fn evict_idle(&self) -> usize {
         self.ip.evict_idle() + self.did.evict_idle() + self.velocity.evict_idle()

@@ -239,6 +239,10 @@ pub async fn assemble<S: GatewayStore>(
         Arc::new(GraphScores(graph)),
         options.trusted_proxies,
     ));
+    // Velocity counts survive a restart: every payer's sliding hour is rebuilt from the ledger.
+    let now = clock.now_unix_secs();
+    let recent = ledger.payments_since(now.saturating_sub(gateway_limits::VELOCITY_WINDOW.as_secs())).await?;
+    limits.restore_velocity(&recent, now);
     Ok(AppState::new(Services {
         auth,
         resolver,

@@ -119,7 +119,7 @@ impl<C: Clock> VelocityLimiter<C> {
     /// Like [`check`](Self::check), with an explicit hourly limit.
     pub fn check_limit<'a>(&'a self, did: &'a str, limit: NonZeroU32) -> Result<VelocityPermit<'a>, VelocityDenied> {
         let limit = limit.get();
-        let now = now_nanos(&self.clock);
+        let now = self.now();
         let decision = self.table.update(did, now, |window| window.admit(now, limit)).unwrap_or_else(|full| {
             Err(VelocityDenied { count: 0, limit, retry_after: Duration::from_nanos(full.retry_after) })
         });
@@ -134,7 +134,38 @@ impl<C: Clock> VelocityLimiter<C> {
 
     /// Forgets every payer with no payment in the last hour, returning how many went.
     pub fn evict_idle(&self) -> usize {
-        self.table.evict_idle(now_nanos(&self.clock))
+        self.table.evict_idle(self.now())
+    }
+
+    /// Counts payments `did` made before this limiter existed, each given by how long ago it
+    /// was made (the gateway rebuilds every payer's window from the durable ledger at start, so
+    /// a restart does not hand out a fresh hour). Ages of an hour or more are ignored. Returns
+    /// how many were counted; none when the limiter has no room for the payer.
+    pub fn restore(&self, did: &str, ages: impl IntoIterator<Item = Duration>) -> usize {
+        let now = self.now();
+        let mut times: Vec<u64> = ages
+            .into_iter()
+            .map(crate::clock::to_nanos)
+            .filter(|&age| age < WINDOW_NANOS)
+            .map(|age| now - age)
+            .collect();
+        if times.is_empty() {
+            return 0;
+        }
+        times.sort_unstable();
+        let restored = times.len();
+        let merged = self.table.update(did, now, |window| {
+            let mut all: Vec<u64> = window.0.drain(..).chain(times).collect();
+            all.sort_unstable();
+            window.0 = all.into();
+        });
+        if merged.is_ok() { restored } else { 0 }
+    }
+
+    /// The limiter's time: its clock shifted by one window, so that payments restored from
+    /// before the clock's origin (see [`restore`](Self::restore)) still have a time.
+    fn now(&self) -> u64 {
+        now_nanos(&self.clock).saturating_add(WINDOW_NANOS)
     }
 
     /// The number of payers currently tracked.
@@ -287,6 +318,18 @@ mod tests {
         assert_eq!(denied.count, 0);
         assert_eq!(denied.retry_after, Duration::from_secs(3_000));
         assert!(limiter.check("p", TrustClass::Known).is_ok());
+    }
+
+    #[test]
+    fn restored_payments_count_until_they_leave_the_window() {
+        let (clock, limiter) = limiter();
+        let ages = (0..10).map(|i| Duration::from_secs(600 + i)).chain([Duration::from_secs(3_600)]);
+        assert_eq!(limiter.restore("p", ages), 10);
+        let denied = limiter.check("p", TrustClass::Isolated).unwrap_err();
+        assert_eq!(denied.count, 10);
+        assert_eq!(denied.retry_after, Duration::from_secs(3_600 - 609));
+        clock.advance(Duration::from_secs(3_600 - 609));
+        assert_eq!(limiter.check("p", TrustClass::Isolated).unwrap().count(), 10);
     }
 
     #[test]

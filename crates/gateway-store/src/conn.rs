@@ -588,6 +588,28 @@ impl LedgerTx for Conn<'_> {
         .map(|_| ())
     }
 
+    async fn idempotency_claim(
+        &mut self,
+        key: &str,
+        request_hash: &str,
+        now: u64,
+        not_before: u64,
+    ) -> Result<Option<IdempotencyRecord>, Error> {
+        self.execute("DELETE FROM idempotency WHERE key = $1 AND created_at < $2", args![key, to_i64(not_before)?])
+            .await?;
+        let claimed = self
+            .execute(
+                "INSERT INTO idempotency (key, request_hash, status, body, created_at) VALUES ($1, $2, 0, '', $3) \
+                 ON CONFLICT (key) DO NOTHING",
+                args![key, request_hash, to_i64(now)?],
+            )
+            .await?;
+        if claimed > 0 {
+            return Ok(None);
+        }
+        self.idempotency_get(key, 0).await
+    }
+
     async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
         self.execute("INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (coop_id, from_currency, to_currency) DO UPDATE SET rate = excluded.rate, \

@@ -174,6 +174,17 @@ impl LedgerReads for Store {
         let counts: Vec<i64> = self.scan(SQL.as_str()).await?;
         Ok(to_u64(counts.first().copied().unwrap_or(0)))
     }
+
+    async fn payments_since(&self, since: u64) -> Result<Vec<(String, u64)>, Error> {
+        let rows: Vec<(String, i64)> = self
+            .read_all(
+                "SELECT from_account, timestamp FROM transactions WHERE timestamp >= $1 \
+                 AND kind IN ('payment', 'conversion') ORDER BY timestamp, pos",
+                args![to_i64(since)?],
+            )
+            .await?;
+        Ok(rows.into_iter().map(|(payer, at)| (payer, to_u64(at))).collect())
+    }
 }
 
 /// Every balance movement implied by the transactions: both legs of a payment, all four legs of

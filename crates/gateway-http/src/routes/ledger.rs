@@ -6,7 +6,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Did, Error};
-use gateway_domain::ledger::{BatchItemResult, ConversionRequest, PaymentRequest, is_system, transaction_json};
+use gateway_domain::ledger::{
+    BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, is_system, transaction_json,
+};
 use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -94,12 +96,25 @@ impl PaymentBody {
 }
 
 /// Runs a payment-creating operation under velocity permits (one per payment): they are kept
-/// only when the answer is a new success.
-async fn with_velocity<F, Fut>(state: &AppState, payer: &Did, count: usize, operation: F) -> ApiResult<Response>
+/// only when the answer is a new success. A keyed request whose key already has a stored
+/// answer is answered with it first: a replay creates nothing, so the velocity limit neither
+/// refuses nor counts it.
+async fn with_velocity<F, Fut>(
+    state: &AppState,
+    payer: &Did,
+    count: usize,
+    key: Option<&Idempotency>,
+    operation: F,
+) -> ApiResult<Response>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ApiResult<Response>>,
 {
+    if let Some(key) = key
+        && let Some(answer) = state.ledger.stored_answer(key).await?
+    {
+        return Ok(stored(answer));
+    }
     let mut permits = Vec::with_capacity(count);
     for _ in 0..count {
         match state.limits.check_velocity(payer) {
@@ -131,7 +146,7 @@ async fn pay(
     let request: PaymentBody = parse_json(body)?;
     let request = request.into_request(caller, require_from)?;
     let key = idempotency(headers, caller, &coop, uri.path(), body)?;
-    with_velocity(state, &caller.did, 1, || async {
+    with_velocity(state, &caller.did, 1, key.clone().as_ref(), || async {
         match key {
             None => Ok(transaction_response(&state.ledger.pay(&coop, request).await?)),
             Some(key) => {
@@ -355,7 +370,7 @@ pub async fn batch(
     let items = batch.payments.into_iter().map(|p| p.into_request(&caller, false)).collect::<ApiResult<Vec<_>>>()?;
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
     let atomic = batch.atomic;
-    with_velocity(&state, &caller.did, count, || async {
+    with_velocity(&state, &caller.did, count, key.clone().as_ref(), || async {
         match key {
             None => {
                 let results = state.ledger.batch(&coop, items, atomic).await?;
@@ -467,7 +482,7 @@ pub async fn convert(
         quote_id: request.quote_id,
     };
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
-    with_velocity(&state, &caller.did, 1, || async {
+    with_velocity(&state, &caller.did, 1, key.clone().as_ref(), || async {
         match key {
             None => Ok(transaction_response(&state.ledger.convert(&coop, conversion).await?)),
             Some(key) => {

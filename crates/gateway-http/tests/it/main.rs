@@ -10,6 +10,7 @@ mod coops;
 mod errors;
 mod governance;
 mod headers;
+mod idempotency;
 mod ledger;
 mod limits;
 mod notifications;

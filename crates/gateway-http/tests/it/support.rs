@@ -26,6 +26,10 @@ pub struct TestApp {
     pub limiter_clock: gateway_limits::ManualClock,
     /// Which store the gateway runs on.
     pub backend: Backend,
+    /// The store itself, for counts no route gives (events).
+    pub store: Arc<Store>,
+    spec: StoreSpec,
+    options: AssembleOptions,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -147,6 +151,7 @@ impl TestApp {
             Backend::Postgres => StoreSpec::Postgres(postgres_url().await?),
         };
         let store = Arc::new(Store::open(&spec).await.unwrap());
+        let opened = store.clone();
         let options = AssembleOptions {
             token: TokenConfig::with_secret(SECRET),
             challenge_ttl_secs: 300,
@@ -160,8 +165,40 @@ impl TestApp {
             membership_ttl,
             receipt_keys,
         };
-        let state = gateway_http::state::assemble(store, options).await.unwrap();
-        Some(Self { router: gateway_http::router(state.clone()), state, clock, limiter_clock, backend, _dir: dir })
+        let state = gateway_http::state::assemble(store, options.clone()).await.unwrap();
+        Some(Self {
+            router: gateway_http::router(state.clone()),
+            state,
+            clock,
+            limiter_clock,
+            backend,
+            store: opened,
+            spec,
+            options,
+            _dir: dir,
+        })
+    }
+
+    /// The gateway restarted over the same durable store (a SQLite file or PostgreSQL): a new
+    /// process's memory (limiters, caches) over the same data, at the same wall-clock time.
+    pub async fn restart(self) -> Self {
+        assert_ne!(self.backend, Backend::Memory, "an in-memory store does not survive a restart");
+        drop((self.router, self.state, self.store));
+        let store = Arc::new(Store::open(&self.spec).await.unwrap());
+        let limiter_clock = gateway_limits::ManualClock::new();
+        let options = AssembleOptions { limiter_clock: Arc::new(limiter_clock.clone()), ..self.options };
+        let state = gateway_http::state::assemble(store.clone(), options.clone()).await.unwrap();
+        Self {
+            router: gateway_http::router(state.clone()),
+            state,
+            clock: self.clock,
+            limiter_clock,
+            backend: self.backend,
+            store,
+            spec: self.spec,
+            options,
+            _dir: self._dir,
+        }
     }
 
     pub async fn send(&self, request: Request<Body>) -> Response {
