@@ -837,18 +837,24 @@ impl CoopTx for Conn<'_> {
     }
 
     async fn members_among(&mut self, coop: &CoopId, dids: &[&Did]) -> Result<Vec<MemberRecord>, Error> {
-        if dids.is_empty() {
-            return Ok(Vec::new());
+        // In chunks: a statement takes at most 32,766 parameters on SQLite and 65,535 on
+        // PostgreSQL, and a governance domain may list more members than that.
+        const CHUNK: usize = 10_000;
+        let mut members = Vec::with_capacity(dids.len());
+        for chunk in dids.chunks(CHUNK) {
+            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!(
+                "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
+                placeholders.join(", ")
+            );
+            let mut args = vec![Arg::from(coop.as_str())];
+            args.extend(chunk.iter().map(|did| Arg::from(did.as_str())));
+            let rows: Vec<MemberRow> = self.fetch_all(&sql, &args).await?;
+            for row in rows {
+                members.push(member_from_row(row)?);
+            }
         }
-        let placeholders: Vec<String> = (0..dids.len()).map(|i| format!("${}", i + 2)).collect();
-        let sql = format!(
-            "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
-            placeholders.join(", ")
-        );
-        let mut args = vec![Arg::from(coop.as_str())];
-        args.extend(dids.iter().map(|did| Arg::from(did.as_str())));
-        let rows: Vec<MemberRow> = self.fetch_all(&sql, &args).await?;
-        rows.into_iter().map(member_from_row).collect()
+        Ok(members)
     }
 
     async fn member(&mut self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {

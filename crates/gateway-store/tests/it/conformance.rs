@@ -200,6 +200,27 @@ async fn concurrent_payments_equal_a_serial_replay(backend: Backend) {
     assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
 }
 
+/// Looking up more DIDs than one statement may take (SQLite: 32,766 parameters) still answers:
+/// a governance domain may list that many.
+async fn members_among_takes_any_number_of_dids(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("big", 3).await;
+    let listed: Vec<gateway_core::Did> = (0..40_000).map(did).collect();
+    let found = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let refs: Vec<&gateway_core::Did> = listed.iter().collect();
+            tx.members_among(&coop, &refs).await
+        })
+    })
+    .await
+    .unwrap();
+    let mut dids: Vec<String> = found.iter().map(|m| m.did.to_string()).collect();
+    dids.sort();
+    let mut expected: Vec<String> = (0..3).map(|n| did(n).to_string()).collect();
+    expected.sort();
+    assert_eq!(dids, expected);
+}
+
 /// A close writes its outcome, its receipt and one notification per domain member.
 async fn closing_notifies_every_domain_member(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
@@ -661,6 +682,7 @@ conformance!(
     concurrent_payments_equal_a_serial_replay,
     reopening_keeps_committed_state,
     closing_notifies_every_domain_member,
+    members_among_takes_any_number_of_dids,
     receipt_key_rotation_is_per_coop,
     fanouts_expand_once_per_recipient,
     concurrent_fanout_expansions,
