@@ -12,16 +12,18 @@ use gateway_ws::protocol::{ClientFrame, ServerFrame};
 
 use crate::support::{Domain, Server, did, postgres_url};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
-    let Some(url) = postgres_url().await else {
-        eprintln!("GATEWAY_TEST_POSTGRES_URL is not set: skipping the two-replica test");
-        return;
-    };
+/// Two replicas on one fresh PostgreSQL schema: A serves the stream, B writes through the
+/// domain services. `None` (said by `postgres_url`) when the variable is unset.
+async fn two_replicas() -> Option<(Server, Domain)> {
+    let url = postgres_url().await?;
     let store_a = Arc::new(Store::open(&StoreSpec::Postgres(url.clone())).await.unwrap());
     let store_b = Arc::new(Store::open(&StoreSpec::Postgres(url)).await.unwrap());
-    let replica_a = Server::serve(store_a, WsConfig::default(), None).await;
-    let replica_b = Domain::over(store_b).await;
+    Some((Server::serve(store_a, WsConfig::default(), None).await, Domain::over(store_b).await))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
+    let Some((replica_a, replica_b)) = two_replicas().await else { return };
 
     let coop = replica_b.coop("pg-coop").await;
     let mut client = replica_a.connect("/v1/ws/pg-coop").await;
@@ -54,14 +56,7 @@ async fn a_client_of_one_replica_receives_the_other_replicas_events_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_removed_on_one_replica_loses_its_sockets_on_the_other() {
-    let Some(url) = postgres_url().await else {
-        eprintln!("GATEWAY_TEST_POSTGRES_URL is not set: skipping the two-replica removal test");
-        return;
-    };
-    let store_a = Arc::new(Store::open(&StoreSpec::Postgres(url.clone())).await.unwrap());
-    let store_b = Arc::new(Store::open(&StoreSpec::Postgres(url)).await.unwrap());
-    let replica_a = Server::serve(store_a, WsConfig::default(), None).await;
-    let replica_b = Domain::over(store_b).await;
+    let Some((replica_a, replica_b)) = two_replicas().await else { return };
 
     let coop = replica_b.coop("pg-coop").await;
     let mut removed = replica_a.connect("/v1/ws/pg-coop").await;
