@@ -1052,6 +1052,17 @@ pub(crate) fn proposal_from_row(row: ProposalRow) -> Result<ProposalRecord, Erro
     })
 }
 
+/// `tally_for`, `tally_against`, `tally_abstain`.
+type TallyColumns = (Option<i64>, Option<i64>, Option<i64>);
+
+/// The three tally columns of a proposal: all set once it has closed, all null before.
+fn tally_columns(p: &ProposalRecord) -> Result<TallyColumns, Error> {
+    Ok(match p.tally {
+        Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
+        None => (None, None, None),
+    })
+}
+
 /// The stored form of an effect: `{"applied", "error"}`.
 pub(crate) fn effect_to_json(effect: &Effect) -> String {
     serde_json::json!({ "applied": effect.applied, "error": effect.error }).to_string()
@@ -1189,10 +1200,7 @@ impl GovTx for Conn<'_> {
             "INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         );
         let payload = p.payload.to_json().to_string();
-        let (f, a, ab) = match p.tally {
-            Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
-            None => (None, None, None),
-        };
+        let (f, a, ab) = tally_columns(p)?;
         self.execute(
             &sql,
             args![
@@ -1223,10 +1231,7 @@ impl GovTx for Conn<'_> {
     }
 
     async fn update_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
-        let (f, a, ab) = match p.tally {
-            Some((f, a, ab)) => (Some(to_i64(f)?), Some(to_i64(a)?), Some(to_i64(ab)?)),
-            None => (None, None, None),
-        };
+        let (f, a, ab) = tally_columns(p)?;
         self.execute(
             "UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
              tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12 \
