@@ -137,3 +137,190 @@ async fn a_client_of_replica_a_sees_events_written_through_replica_b() {
     }
     drop((a, b));
 }
+
+/// Sends one request per `(replica, method, path, body, token)` behind a barrier, so both
+/// replicas handle them at once; returns `(index, status, body)` for each, in order.
+async fn race(calls: Vec<(String, &'static str, String, Value, String)>) -> Vec<(usize, u16, Value)> {
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(calls.len()));
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (api, method, path, body, token))| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let auth = format!("Bearer {token}");
+                let answer = try_request(&api, method, &path, Some(body), &[("authorization", auth.as_str())]).await;
+                let (status, text) = answer.expect("the replica answers");
+                (i, status, serde_json::from_str(&text).unwrap_or(Value::Null))
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+/// Creates coop `coop` through replica A with founder seed 1 and members `seeds`; returns the
+/// founder's token on each replica.
+async fn coop_on(a: &Gateway, b: &Gateway, coop: &str, seeds: &[u8], scopes: &[&str]) -> (String, String) {
+    let token_a = login(&a.api, 1, coop, scopes).await;
+    let (status, body) =
+        json_request(&a.api, "POST", "/v1/coops", Some(json!({ "name": coop, "coop_type": "worker" })), Some(&token_a))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    for seed in seeds {
+        let path = format!("/v1/coops/{coop}/members");
+        let (status, body) =
+            json_request(&a.api, "POST", &path, Some(json!({ "did": signing_key(*seed).1 })), Some(&token_a)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    (token_a, login(&b.api, 1, coop, scopes).await)
+}
+
+/// Four DIDs create one coop id at once, two through each replica: one 201, three 409, no 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_coop_id_created_at_once_on_two_replicas_is_created_once() {
+    let Some((a, b)) = two_replicas("replicas_create").await else { return };
+    let mut calls = Vec::new();
+    for seed in 1..=4u8 {
+        let api = if seed % 2 == 0 { a.api.clone() } else { b.api.clone() };
+        let token = login(&api, seed, "same", &["coop:read", "coop:write"]).await;
+        calls.push((api, "POST", "/v1/coops".to_owned(), json!({ "name": "Same", "coop_type": "worker" }), token));
+    }
+    let answers = race(calls).await;
+    let created: Vec<_> = answers.iter().filter(|(_, status, _)| *status == 201).collect();
+    assert_eq!(created.len(), 1, "{answers:?}");
+    for (i, status, body) in &answers {
+        assert!(*status == 201 || (*status == 409 && body["code"] == "CONFLICT"), "call {i}: {status} {body}");
+    }
+    drop((a, b));
+}
+
+/// An approved budget proposal closed 8 times at once through both replicas pays out once: one
+/// close answers 200, the rest 409, and the payee holds exactly the amount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_closes_on_two_replicas_pay_a_budget_once() {
+    const N: usize = 8;
+    let Some((a, b)) = two_replicas("replicas_close").await else { return };
+    let scopes = ["coop:read", "coop:write", "ledger:read", "gov:read", "gov:write"];
+    let (founder_a, founder_b) = coop_on(&a, &b, "close", &[2], &scopes).await;
+    let member = login(&a.api, 2, "close", &scopes).await;
+    let payee = signing_key(2).1;
+    let proposal = json!({
+        "domain_id": "coop", "title": "Pay", "description": "once",
+        "payload": { "type": "budget", "to": payee, "amount": 40 }, "voting_duration_secs": 3600
+    });
+    let (status, created) = json_request(&a.api, "POST", "/v1/gov/proposals", Some(proposal), Some(&founder_a)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["proposal_id"].as_str().unwrap().to_owned();
+    let (status, opened) =
+        json_request(&b.api, "POST", &format!("/v1/gov/proposals/{id}/open"), Some(json!({})), Some(&founder_b)).await;
+    assert_eq!(status, 200, "{opened}");
+    for (api, token) in [(&a.api, &founder_a), (&b.api, &member)] {
+        let path = format!("/v1/gov/proposals/{id}/vote");
+        let (status, body) = json_request(api, "POST", &path, Some(json!({ "choice": "for" })), Some(token)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let calls = (0..N)
+        .map(|i| {
+            let (api, token) = if i % 2 == 0 { (&a.api, &founder_a) } else { (&b.api, &founder_b) };
+            (api.clone(), "POST", format!("/v1/gov/proposals/{id}/close"), json!({}), token.clone())
+        })
+        .collect();
+    let answers = race(calls).await;
+    let closed: Vec<_> = answers.iter().filter(|(_, status, _)| *status == 200).collect();
+    assert_eq!(closed.len(), 1, "one close wins: {answers:?}");
+    assert_eq!(closed[0].2["outcome"], "Approved", "{answers:?}");
+    assert_eq!(closed[0].2["effect"], json!({ "applied": true, "error": null }), "{answers:?}");
+    for (i, status, body) in &answers {
+        assert!(*status == 200 || (*status == 409 && body["code"] == "CONFLICT"), "close {i}: {status} {body}");
+    }
+    let path = format!("/v1/ledger/close/balance/{payee}");
+    let (status, balance) = json_request(&b.api, "GET", &path, None, Some(&founder_b)).await;
+    assert_eq!(status, 200, "{balance}");
+    assert_eq!(balance["balance"], json!(40), "paid exactly once");
+    drop((a, b));
+}
+
+/// Two admins demote each other at the same moment through different replicas, round after
+/// round: the coop always keeps an admin, and the loser is told 409, never 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admins_demoting_each_other_on_two_replicas_leave_an_admin() {
+    let Some((a, b)) = two_replicas("replicas_admins").await else { return };
+    let scopes = ["coop:read", "coop:write"];
+    let (founder_a, _) = coop_on(&a, &b, "adm", &[], &scopes).await;
+    let (one, two) = (signing_key(1).1, signing_key(2).1);
+    let (status, body) = json_request(
+        &a.api,
+        "POST",
+        "/v1/coops/adm/members",
+        Some(json!({ "did": two, "role": "admin" })),
+        Some(&founder_a),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let admin_one = login(&a.api, 1, "adm", &scopes).await;
+    let admin_two = login(&b.api, 2, "adm", &scopes).await;
+    for round in 0..6 {
+        let demote = json!({ "role": "member" });
+        let answers = race(vec![
+            (a.api.clone(), "PUT", format!("/v1/coops/adm/members/{two}/role"), demote.clone(), admin_one.clone()),
+            (b.api.clone(), "PUT", format!("/v1/coops/adm/members/{one}/role"), demote, admin_two.clone()),
+        ])
+        .await;
+        for (i, status, body) in &answers {
+            assert!(matches!(status, 200 | 403 | 409), "round {round}, call {i}: {status} {body}");
+        }
+        let (status, members) = json_request(&a.api, "GET", "/v1/coops/adm/members", None, Some(&admin_one)).await;
+        assert_eq!(status, 200, "{members}");
+        let admins: Vec<_> =
+            members["members"].as_array().unwrap().iter().filter(|m| m["role"] == "admin").cloned().collect();
+        assert_eq!(admins.len(), 1, "round {round}: exactly one demotion wins: {answers:?} {members}");
+        // The survivor promotes the other back for the next round.
+        let (survivor, other, api) =
+            if admins[0]["did"] == json!(one) { (&admin_one, &two, &a.api) } else { (&admin_two, &one, &b.api) };
+        let path = format!("/v1/coops/adm/members/{other}/role");
+        let (status, body) = json_request(api, "PUT", &path, Some(json!({ "role": "admin" })), Some(survivor)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    drop((a, b));
+}
+
+/// Two executors claim each task at the same moment through different replicas: one claim wins,
+/// the other is told 409, and the task names the winner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_racing_on_two_replicas_claim_each_task_once() {
+    let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_claim").await else { return };
+    let flags = ["--open-enrollment", "true", "--trust-default", "0.9", "--builtin-executor", "false"];
+    let (a, b) = (start_on(&store, &flags, &[]), start_on(&store, &flags, &[]));
+    let scopes = ["coop:read", "coop:write", "compute:submit"];
+    let (founder_a, _) = coop_on(&a, &b, "claim", &[3, 4], &scopes).await;
+    let executor_a = login(&a.api, 3, "claim", &["compute:execute"]).await;
+    let executor_b = login(&b.api, 4, "claim", &["compute:execute"]).await;
+    let contract: Value = serde_json::from_str(include_str!("../../../tests/fixtures/kitchen.ccl.json")).unwrap();
+    for round in 0..6 {
+        let task = json!({ "code_type": "ccl", "code": contract.to_string(), "inputs": { "hours": "1" }, "fuel_limit": 1000, "priority": "normal" });
+        let (status, submitted) =
+            json_request(&a.api, "POST", "/v1/compute/submit", Some(task), Some(&founder_a)).await;
+        assert_eq!(status, 201, "{submitted}");
+        let id = submitted["task_id"].as_str().unwrap().to_owned();
+        let path = format!("/v1/compute/tasks/{id}/claim");
+        let answers = race(vec![
+            (a.api.clone(), "POST", path.clone(), json!({}), executor_a.clone()),
+            (b.api.clone(), "POST", path, json!({}), executor_b.clone()),
+        ])
+        .await;
+        let won: Vec<_> = answers.iter().filter(|(_, status, _)| *status == 200).collect();
+        assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+        let lost: Vec<_> = answers.iter().filter(|(_, status, _)| *status != 200).collect();
+        assert_eq!(lost[0].1, 409, "round {round}: {answers:?}");
+        let (status, task) =
+            json_request(&a.api, "GET", &format!("/v1/compute/tasks/{id}"), None, Some(&founder_a)).await;
+        assert_eq!(status, 200, "{task}");
+        assert_eq!(task["executor"], won[0].2["executor"], "round {round}: the task names the winner");
+    }
+    drop((a, b));
+}
