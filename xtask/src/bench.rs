@@ -9,18 +9,16 @@
 //! IP-limited by design) are not what is measured. The generator runs on the same two cores as
 //! the server, as any loopback benchmark here must; the figures are therefore pessimistic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use gateway_core::{Did, Ed25519PublicKey};
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use crate::client::{Connection, Server};
 
 const SECRET: &str = "bench-secret-bench-secret-bench-secret";
 const COOP: &str = "bench";
@@ -92,89 +90,12 @@ fn token(did: &str, scopes: &[&str]) -> String {
     jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes())).expect("token")
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// A `gatewayd` on a SQLite file in `dir` (kept for the run).
 fn start_gateway(dir: &Path) -> Result<Server, String> {
-    use std::io::{BufRead, BufReader};
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/gatewayd");
     let store = format!("sqlite:{}", dir.join("bench.db").display());
-    let mut child = Command::new(binary)
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
-        .args(["--open-enrollment", "true", "--trust-default", "0.9"])
-        .env("ICN_GATEWAY_JWT_SECRET", SECRET)
-        .env("RUST_LOG", "info,tower_http=warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("starting gatewayd: {e}"))?;
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let addr = loop {
-        let line = lines.next().ok_or("gatewayd exited before listening")?.map_err(|e| e.to_string())?;
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Ok(Server { child, addr, _dir: dir.to_owned() })
-}
-
-struct Connection {
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    addr: String,
-}
-
-impl Connection {
-    async fn open(addr: &str) -> Result<Self, String> {
-        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        Ok(Self { sender, addr: addr.to_owned() })
-    }
-
-    async fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        token: &str,
-        body: Option<&Value>,
-    ) -> Result<(u16, Bytes), String> {
-        let mut builder = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", &self.addr)
-            .header("authorization", format!("Bearer {token}"));
-        let body = match body {
-            Some(b) => {
-                builder = builder.header("content-type", "application/json");
-                Full::new(Bytes::from(b.to_string()))
-            }
-            None => Full::new(Bytes::new()),
-        };
-        self.sender.ready().await.map_err(|e| e.to_string())?;
-        let response = self
-            .sender
-            .send_request(builder.body(body).map_err(|e| e.to_string())?)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        Ok((status, bytes))
-    }
+    Server::start(&binary, &["--store", &store, "--open-enrollment", "true", "--trust-default", "0.9"], SECRET)
 }
 
 async fn setup(addr: &str) -> Result<(), String> {
@@ -182,13 +103,13 @@ async fn setup(addr: &str) -> Result<(), String> {
     let admin = token(&admin_did, &["coop:read", "coop:write", "ledger:read", "ledger:write"]);
     let mut conn = Connection::open(addr).await?;
     let (status, body) =
-        conn.send("POST", "/v1/coops", &admin, Some(&json!({ "name": "Bench", "coop_type": "worker" }))).await?;
+        conn.send("POST", "/v1/coops", Some(&admin), Some(&json!({ "name": "Bench", "coop_type": "worker" }))).await?;
     if status != 201 {
         return Err(format!("creating the coop: {status} {}", String::from_utf8_lossy(&body)));
     }
     for n in 1..PAYERS {
         let (status, body) =
-            conn.send("POST", "/v1/coops/bench/members", &admin, Some(&json!({ "did": did(n) }))).await?;
+            conn.send("POST", "/v1/coops/bench/members", Some(&admin), Some(&json!({ "did": did(n) }))).await?;
         if status != 201 {
             return Err(format!("adding member {n}: {status} {}", String::from_utf8_lossy(&body)));
         }
@@ -266,7 +187,7 @@ async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Resu
                 i += 1;
                 let started = Instant::now();
                 let (status, answer) =
-                    conn.send(if body.is_some() { "POST" } else { "GET" }, path, token, body.as_ref()).await?;
+                    conn.send(if body.is_some() { "POST" } else { "GET" }, path, Some(token), body.as_ref()).await?;
                 latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
                 if status == expected {
                     ok += 1

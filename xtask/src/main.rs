@@ -4,7 +4,9 @@
 //! local server unless `GATEWAY_TEST_POSTGRES_URL` is already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
 //! TCP (see `bench.rs`).
 
+mod api_check;
 mod bench;
+mod client;
 
 use std::env;
 use std::process::{Command, ExitCode};
@@ -16,9 +18,10 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::main(&args[1..]),
+        Some("api-check") => api_check::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args…]\n       cargo xtask bench [--seconds N] [--connections N] [--scenario payments|balance|peer|all]"
+                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask bench [--seconds N] [--connections N] [--scenario payments|balance|peer|all]"
             );
             ExitCode::from(2)
         }
@@ -35,7 +38,7 @@ fn test(extra: &[String]) -> ExitCode {
     run(&mut command)
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 

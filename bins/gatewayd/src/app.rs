@@ -1,5 +1,6 @@
 //! Assembly of the running gateway from its configuration: store, authentication, HTTP router,
-//! metrics listener, TLS.
+//! metrics listener, TLS. [`serve`] is the one entry point; the binary and the in-process tests
+//! both call it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,11 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use axum::http::HeaderValue;
 use axum::routing::get;
 use gateway_auth::TokenConfig;
 use gateway_core::SystemClock;
-use gateway_http::limits::parse_proxy;
 use gateway_http::state::AssembleOptions;
 use gateway_http::{CorsMode, HttpConfig};
 use gateway_store::Store;
@@ -25,9 +24,51 @@ use crate::tasks;
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Runs the gateway until `shutdown` resolves.
-pub(crate) async fn run(
+/// The two listening sockets, bound before [`serve`] so that a caller can bind port 0 and learn
+/// the addresses.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The API (HTTP and WebSocket).
+    pub api: TcpListener,
+    /// Prometheus `/metrics`.
+    pub metrics: TcpListener,
+}
+
+impl Listeners {
+    /// Binds the configured addresses.
+    pub async fn bind(config: &GatewayConfig) -> anyhow::Result<Self> {
+        let api = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding the API listener {}", config.listen))?;
+        let metrics = TcpListener::bind(config.metrics_listen)
+            .await
+            .with_context(|| format!("binding the metrics listener {}", config.metrics_listen))?;
+        Ok(Self { api, metrics })
+    }
+}
+
+/// The process's one Prometheus recorder: the `metrics` facade has a single global recorder, so
+/// every gateway served in this process (tests serve several) reports through it.
+fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
+    static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    if HANDLE.set(handle.clone()).is_ok() {
+        metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+        gateway_ws::metrics::describe_metrics();
+    }
+    Ok(HANDLE.get().expect("set above").clone())
+}
+
+/// Serves the gateway on `listeners` until `shutdown` resolves: opens the store, assembles the
+/// state, starts the background tasks, the metrics listener and the API (TLS when configured),
+/// then drains.
+pub async fn serve(
     config: GatewayConfig,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     if config.dev {
@@ -44,39 +85,27 @@ pub(crate) async fn run(
             gateway_auth::token::RECOMMENDED_SECRET_LEN
         );
     }
-    let metrics = PrometheusBuilder::new().install_recorder().context("installing the metrics recorder")?;
-    gateway_ws::metrics::describe_metrics();
+    let tls = config.tls.as_ref().map(tls_server_config).transpose()?;
+    let metrics = metrics_handle()?;
 
     let store =
         Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {}", config.store))?);
-    let cors = if config.dev {
-        CorsMode::Development
-    } else {
-        let origin = config
-            .cors_origin
-            .as_deref()
-            .map(HeaderValue::from_str)
-            .transpose()
-            .context("--cors-origin is not a valid header value")?;
-        CorsMode::Production { origin }
-    };
-    let trusted_proxies = config
-        .trusted_proxies
-        .iter()
-        .map(|p| parse_proxy(p).map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cors =
+        if config.dev { CorsMode::Development } else { CorsMode::Production { origin: config.cors_origin.clone() } };
     let options = AssembleOptions {
         token: tokens,
         challenge_ttl_secs: config.challenge_ttl,
         open_enrollment: config.open_enrollment,
         trust_anchors: config.trust_anchors.clone(),
         trust_default: config.trust_default,
-        trusted_proxies,
+        trusted_proxies: config.trusted_proxies.clone(),
         http: HttpConfig { cors, tls: config.tls.is_some(), version: env!("CARGO_PKG_VERSION") },
         clock: Arc::new(SystemClock),
         limiter_clock: Arc::new(gateway_limits::SystemClock::new()),
         membership_ttl: Duration::from_secs(1),
-        receipt_keys: Arc::new(crate::keys::KeystoreKeys::load(config.keystore.clone()).await),
+        receipt_keys: Arc::new(
+            crate::keys::KeystoreKeys::load(config.keystore.clone(), config.keystore_passphrase.clone()).await,
+        ),
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     tasks::spawn_background(&state, store.postgres_pool().is_some(), config.builtin_executor);
@@ -102,27 +131,21 @@ pub(crate) async fn run(
         tracing::info!(closed, "WebSocket connections closed");
     };
 
-    let metrics_listener = TcpListener::bind(config.metrics_listen)
-        .await
-        .with_context(|| format!("binding the metrics listener {}", config.metrics_listen))?;
-    tracing::info!("metrics on http://{}/metrics", metrics_listener.local_addr()?);
-    tokio::spawn(serve_metrics(metrics_listener, metrics));
+    tracing::info!("metrics on http://{}/metrics", listeners.metrics.local_addr()?);
+    tokio::spawn(serve_metrics(listeners.metrics, metrics));
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding the API listener {}", config.listen))?;
+    let listener = listeners.api;
     let addr = listener.local_addr()?;
-    match &config.tls {
+    match tls {
         None => {
             tracing::info!("listening on http://{addr}");
             gateway_http::serve(listener, app, shutdown).await?;
         }
-        Some(files) => {
+        Some(server) => {
             tracing::info!("listening on https://{addr} (TLS 1.3)");
-            serve_tls(listener, app, files, shutdown).await?;
+            serve_tls(listener, app, server, shutdown).await?;
         }
     }
-    tracing::info!("stopped");
     Ok(())
 }
 
@@ -141,13 +164,9 @@ async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
     }
 }
 
-/// Serves over TLS 1.3 only (rustls with the ring provider), draining on shutdown.
-async fn serve_tls(
-    listener: TcpListener,
-    app: Router,
-    files: &TlsFiles,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+/// The TLS 1.3-only server configuration (rustls with the ring provider) from the PEM files;
+/// `config check` builds it too, so a bad file is found before start-up.
+pub fn tls_server_config(files: &TlsFiles) -> anyhow::Result<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -162,6 +181,16 @@ async fn serve_tls(
         .with_single_cert(certs, key)
         .context("building the TLS configuration")?;
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(server)
+}
+
+/// Serves over TLS 1.3 only, draining on shutdown.
+async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    server: rustls::ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server));
 
     let handle = axum_server::Handle::new();

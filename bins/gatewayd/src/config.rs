@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use axum::http::HeaderValue;
 use clap::{Args, Parser, Subcommand};
 use gateway_core::Did;
 use gateway_store::StoreSpec;
@@ -20,18 +21,18 @@ use serde::Deserialize;
     version,
     about = "The cooperative gateway: DID login, mutual credit, governance, compute and events over HTTP and WebSocket."
 )]
-pub(crate) struct Cli {
+pub struct Cli {
     /// What to do; serving is the default.
     #[command(subcommand)]
-    pub(crate) command: Option<Command>,
+    pub command: Option<Command>,
     /// Server settings (also accepted before a subcommand).
     #[command(flatten)]
-    pub(crate) settings: Settings,
+    pub settings: Settings,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Command {
+pub enum Command {
     /// Serve the API (the default).
     Serve,
     /// Validate the configuration and print it (secrets redacted).
@@ -50,7 +51,7 @@ pub(crate) enum Command {
 
 /// `gatewayd keystore …`.
 #[derive(Debug, Subcommand)]
-pub(crate) enum KeystoreAction {
+pub enum KeystoreAction {
     /// Create a new keystore at --keystore holding a new receipt master secret, encrypted with the
     /// passphrase from ICN_PASSPHRASE.
     Init,
@@ -61,77 +62,77 @@ pub(crate) enum KeystoreAction {
 
 /// `gatewayd config …`.
 #[derive(Debug, Subcommand)]
-pub(crate) enum ConfigAction {
+pub enum ConfigAction {
     /// Resolve and validate the configuration without starting.
     Check,
 }
 
 /// Every setting, each as a flag, an `ICN_GATEWAY_<NAME>` variable and a config-file key.
 #[derive(Debug, Args, Default)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// Optional TOML configuration file.
     #[arg(long, env = "ICN_GATEWAY_CONFIG", global = true)]
-    pub(crate) config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     /// API listen address [default: 127.0.0.1:8080].
     #[arg(long, env = "ICN_GATEWAY_LISTEN", global = true)]
-    pub(crate) listen: Option<SocketAddr>,
+    pub listen: Option<SocketAddr>,
     /// Metrics listen address [default: 127.0.0.1:9100].
     #[arg(long, env = "ICN_GATEWAY_METRICS_LISTEN", global = true)]
-    pub(crate) metrics_listen: Option<SocketAddr>,
+    pub metrics_listen: Option<SocketAddr>,
     /// Store: memory, sqlite:<path> or postgres://… [default: sqlite:gateway.db].
     #[arg(long, env = "ICN_GATEWAY_STORE", global = true)]
-    pub(crate) store: Option<String>,
+    pub store: Option<String>,
     /// Redis URL for rate-limit state and challenges shared by replicas (not supported yet:
     /// giving it stops start-up with an explanation rather than being silently ignored).
     #[arg(long, env = "ICN_GATEWAY_REDIS", global = true)]
-    pub(crate) redis: Option<String>,
+    pub redis: Option<String>,
     /// HMAC secret of the tokens (at least 32 bytes recommended).
     #[arg(long, env = "ICN_GATEWAY_JWT_SECRET", global = true, hide_env_values = true)]
-    pub(crate) jwt_secret: Option<String>,
+    pub jwt_secret: Option<String>,
     /// Token lifetime in seconds [default: 3600].
     #[arg(long, env = "ICN_GATEWAY_TOKEN_TTL", global = true)]
-    pub(crate) token_ttl: Option<u64>,
+    pub token_ttl: Option<u64>,
     /// Challenge lifetime in seconds [default: 300].
     #[arg(long, env = "ICN_GATEWAY_CHALLENGE_TTL", global = true)]
-    pub(crate) challenge_ttl: Option<u64>,
+    pub challenge_ttl: Option<u64>,
     /// A trust anchor DID (repeatable; the variable takes a comma-separated list).
     #[arg(long = "trust-anchor", env = "ICN_GATEWAY_TRUST_ANCHOR", value_delimiter = ',', global = true)]
-    pub(crate) trust_anchors: Vec<String>,
+    pub trust_anchors: Vec<String>,
     /// Trust score of DIDs with no path from an anchor [default: 0.0; --dev: 0.9].
     #[arg(long, env = "ICN_GATEWAY_TRUST_DEFAULT", global = true)]
-    pub(crate) trust_default: Option<f64>,
+    pub trust_default: Option<f64>,
     /// A proxy (IP or CIDR) whose X-Forwarded-For is believed (repeatable).
     #[arg(long = "trusted-proxy", env = "ICN_GATEWAY_TRUSTED_PROXY", value_delimiter = ',', global = true)]
-    pub(crate) trusted_proxies: Vec<String>,
+    pub trusted_proxies: Vec<String>,
     /// Keystore file holding the receipt master secrets (unlocked with ICN_PASSPHRASE).
     #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
-    pub(crate) keystore: Option<PathBuf>,
+    pub keystore: Option<PathBuf>,
     /// TLS certificate chain (PEM); with --tls-key, serves TLS 1.3 only.
     #[arg(long, env = "ICN_GATEWAY_TLS_CERT", global = true)]
-    pub(crate) tls_cert: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
     #[arg(long, env = "ICN_GATEWAY_TLS_KEY", global = true)]
-    pub(crate) tls_key: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// The one origin allowed cross-origin access in production mode.
     #[arg(long, env = "ICN_GATEWAY_CORS_ORIGIN", global = true)]
-    pub(crate) cors_origin: Option<String>,
+    pub cors_origin: Option<String>,
     /// Grant any requested scopes for any cooperative (development only).
     #[arg(long, env = "ICN_GATEWAY_OPEN_ENROLLMENT", global = true)]
-    pub(crate) open_enrollment: Option<bool>,
+    pub open_enrollment: Option<bool>,
     /// Run CCL tasks with the built-in interpreter [default: true].
     #[arg(long, env = "ICN_GATEWAY_BUILTIN_EXECUTOR", global = true)]
-    pub(crate) builtin_executor: Option<bool>,
+    pub builtin_executor: Option<bool>,
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
-    pub(crate) dev: bool,
+    pub dev: bool,
 }
 
 /// The optional TOML file. Keys are the flag names with `_` for `-`; the contract's nested
 /// spellings (`[auth] open_enrollment`, `[trust] anchors`, `[trust] default_score`) work too.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct FileConfig {
+pub struct FileConfig {
     listen: Option<SocketAddr>,
     metrics_listen: Option<SocketAddr>,
     store: Option<String>,
@@ -173,51 +174,53 @@ struct TrustSection {
 
 /// TLS files.
 #[derive(Debug, Clone)]
-pub(crate) struct TlsFiles {
+pub struct TlsFiles {
     /// Certificate chain, PEM.
-    pub(crate) cert: PathBuf,
+    pub cert: PathBuf,
     /// Private key, PEM.
-    pub(crate) key: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The resolved configuration. Its `Debug` form is [`GatewayConfig::summary`], which never
 /// holds a secret.
-pub(crate) struct GatewayConfig {
+pub struct GatewayConfig {
     /// API address.
-    pub(crate) listen: SocketAddr,
+    pub listen: SocketAddr,
     /// Metrics address.
-    pub(crate) metrics_listen: SocketAddr,
+    pub metrics_listen: SocketAddr,
     /// Store backend.
-    pub(crate) store: StoreSpec,
+    pub store: StoreSpec,
     /// Token secret (never printed).
-    pub(crate) jwt_secret: String,
+    pub jwt_secret: String,
     /// Token lifetime, seconds.
-    pub(crate) token_ttl: u64,
+    pub token_ttl: u64,
     /// Challenge lifetime, seconds.
-    pub(crate) challenge_ttl: u64,
+    pub challenge_ttl: u64,
     /// Trust anchors.
-    pub(crate) trust_anchors: Vec<Did>,
+    pub trust_anchors: Vec<Did>,
     /// Default trust score.
-    pub(crate) trust_default: f64,
+    pub trust_default: f64,
     /// Proxies whose X-Forwarded-For is believed.
-    pub(crate) trusted_proxies: Vec<String>,
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Keystore path.
-    pub(crate) keystore: Option<PathBuf>,
+    pub keystore: Option<PathBuf>,
+    /// The keystore's passphrase, from `ICN_PASSPHRASE` (never printed).
+    pub keystore_passphrase: Option<zeroize::Zeroizing<String>>,
     /// TLS files, if TLS is on.
-    pub(crate) tls: Option<TlsFiles>,
+    pub tls: Option<TlsFiles>,
     /// Allowed CORS origin in production mode.
-    pub(crate) cors_origin: Option<String>,
+    pub cors_origin: Option<HeaderValue>,
     /// Open enrollment.
-    pub(crate) open_enrollment: bool,
+    pub open_enrollment: bool,
     /// Whether the built-in executor runs CCL tasks.
-    pub(crate) builtin_executor: bool,
+    pub builtin_executor: bool,
     /// The development profile.
-    pub(crate) dev: bool,
+    pub dev: bool,
 }
 
 impl GatewayConfig {
     /// Merges flags/environment with the optional file and applies defaults and checks.
-    pub(crate) fn resolve(settings: Settings) -> anyhow::Result<Self> {
+    pub fn resolve(settings: Settings) -> anyhow::Result<Self> {
         let file = match &settings.config {
             Some(path) => {
                 let text =
@@ -268,6 +271,19 @@ impl GatewayConfig {
         if token_ttl == 0 || challenge_ttl == 0 {
             bail!("token and challenge lifetimes must be at least one second");
         }
+        let trusted_proxies = first_non_empty([settings.trusted_proxies, file.trusted_proxy])
+            .iter()
+            .map(|p| gateway_http::limits::parse_proxy(p).map_err(|e| anyhow::anyhow!("trusted proxy: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let cors_origin = settings
+            .cors_origin
+            .or(file.cors_origin)
+            .map(|origin| {
+                HeaderValue::from_str(&origin).ok().filter(|_| is_origin(&origin)).ok_or_else(|| {
+                    anyhow::anyhow!("cors origin '{origin}' is not an origin such as https://coop.example")
+                })
+            })
+            .transpose()?;
         Ok(Self {
             listen: settings.listen.or(file.listen).unwrap_or_else(|| "127.0.0.1:8080".parse().expect("valid")),
             metrics_listen: settings
@@ -280,10 +296,14 @@ impl GatewayConfig {
             challenge_ttl,
             trust_anchors,
             trust_default,
-            trusted_proxies: first_non_empty([settings.trusted_proxies, file.trusted_proxy]),
+            trusted_proxies,
             keystore: settings.keystore.or(file.keystore),
+            keystore_passphrase: std::env::var(crate::keys::PASSPHRASE_VAR)
+                .ok()
+                .filter(|p| !p.is_empty())
+                .map(zeroize::Zeroizing::new),
             tls,
-            cors_origin: settings.cors_origin.or(file.cors_origin),
+            cors_origin,
             open_enrollment: settings
                 .open_enrollment
                 .or(file.open_enrollment)
@@ -296,7 +316,7 @@ impl GatewayConfig {
 
     /// A human-readable summary with secrets redacted (the JWT secret by its length, a database
     /// password as `***`), for `config check` and start-up logs.
-    pub(crate) fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         format!(
             "listen = {}\nmetrics_listen = {}\nstore = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
             self.listen,
@@ -307,10 +327,10 @@ impl GatewayConfig {
             self.challenge_ttl,
             self.trust_anchors.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.trust_default,
-            self.trusted_proxies,
+            self.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.keystore,
             self.tls.is_some(),
-            self.cors_origin,
+            self.cors_origin.as_ref().and_then(|o| o.to_str().ok()),
             self.open_enrollment,
             self.builtin_executor,
             self.dev,
@@ -322,6 +342,15 @@ impl std::fmt::Debug for GatewayConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.summary())
     }
+}
+
+/// `scheme://host[:port]` with nothing after it, as browsers send in `Origin`.
+fn is_origin(text: &str) -> bool {
+    let Some((scheme, rest)) = text.split_once("://") else { return false };
+    matches!(scheme, "http" | "https")
+        && !rest.is_empty()
+        && !rest.contains(['/', '?', '#', ' ', '*'])
+        && rest.chars().all(|c| c.is_ascii_graphic())
 }
 
 fn first_non_empty<const N: usize>(lists: [Vec<String>; N]) -> Vec<String> {
@@ -394,6 +423,28 @@ mod tests {
         let err = GatewayConfig::resolve(Settings { redis: Some("redis://:r3dis-pw@cache:6379".into()), ..settings() })
             .unwrap_err();
         assert!(!err.to_string().contains("r3dis-pw"), "{err}");
+    }
+
+    #[test]
+    fn config_check_refuses_what_start_up_would() {
+        for (settings, expected) in [
+            (Settings { trusted_proxies: vec!["10.0.0.0/33".into()], ..settings() }, "trusted proxy"),
+            (Settings { trusted_proxies: vec!["proxy.example".into()], ..settings() }, "trusted proxy"),
+            (Settings { cors_origin: Some("https://a.example/path".into()), ..settings() }, "cors origin"),
+            (Settings { cors_origin: Some("coop.example".into()), ..settings() }, "cors origin"),
+            (Settings { cors_origin: Some("https://a.example\n".into()), ..settings() }, "cors origin"),
+        ] {
+            let err = GatewayConfig::resolve(settings).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+        let good = Settings {
+            trusted_proxies: vec!["10.0.0.0/8".into(), "::1".into()],
+            cors_origin: Some("https://coop.example:8443".into()),
+            ..settings()
+        };
+        let config = GatewayConfig::resolve(good).unwrap();
+        assert_eq!(config.trusted_proxies.len(), 2);
+        assert_eq!(config.cors_origin.unwrap(), "https://coop.example:8443");
     }
 
     #[test]

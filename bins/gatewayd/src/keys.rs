@@ -15,7 +15,7 @@ use gateway_domain::governance::{MasterSecret, ReceiptKeys, ReceiptSigner};
 use zeroize::Zeroizing;
 
 /// The environment variable holding the keystore passphrase.
-pub(crate) const PASSPHRASE_VAR: &str = "ICN_PASSPHRASE";
+pub const PASSPHRASE_VAR: &str = "ICN_PASSPHRASE";
 
 /// Receipt keys derived from the keystore's current master.
 #[derive(Debug)]
@@ -29,9 +29,8 @@ impl KeystoreKeys {
         Self { master: None, missing_reason: reason }
     }
 
-    /// Unlocks the keystore at `path` (if any) with the passphrase from the environment.
-    pub(crate) async fn load(path: Option<PathBuf>) -> Self {
-        let passphrase = std::env::var(PASSPHRASE_VAR).ok().filter(|p| !p.is_empty()).map(Zeroizing::new);
+    /// Unlocks the keystore at `path` (if any) with `passphrase`.
+    pub(crate) async fn load(path: Option<PathBuf>, passphrase: Option<Zeroizing<String>>) -> Self {
         let Some(file) = path else {
             tracing::info!("no --keystore: proposals close without signed receipts (reason no_keystore)");
             return Self::missing("no_keystore");

@@ -1,13 +1,7 @@
 //! `gatewayd`: the cooperative gateway server.
 //!
-//! A thin binary: parse the configuration, initialise logging, assemble the state from the
-//! library crates, bind the listeners and serve until SIGINT or SIGTERM. Everything with
-//! behaviour of its own lives in the `gateway-*` crates.
-
-mod app;
-mod config;
-mod keys;
-mod tasks;
+//! A thin binary: parse the configuration, initialise logging, bind the listeners and call the
+//! library's [`gatewayd::serve`] until SIGINT or SIGTERM.
 
 use clap::Parser;
 
@@ -16,7 +10,7 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use crate::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction};
+use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -29,8 +23,14 @@ async fn main() -> anyhow::Result<()> {
     }
     let config = GatewayConfig::resolve(cli.settings)?;
     match cli.command {
-        None | Some(Command::Serve) => app::run(config, shutdown_signal()).await,
+        None | Some(Command::Serve) => {
+            let listeners = gatewayd::Listeners::bind(&config).await?;
+            gatewayd::serve(config, listeners, shutdown_signal()).await?;
+            tracing::info!("stopped");
+            Ok(())
+        }
         Some(Command::Config { action: ConfigAction::Check }) => {
+            config.check()?;
             println!("configuration is valid\n{}", config.summary());
             Ok(())
         }
@@ -40,9 +40,9 @@ async fn main() -> anyhow::Result<()> {
 
 /// The passphrase from `ICN_PASSPHRASE`, for the keystore subcommands.
 fn passphrase(purpose: &str) -> anyhow::Result<zeroize::Zeroizing<String>> {
-    std::env::var(keys::PASSPHRASE_VAR)
+    std::env::var(gatewayd::PASSPHRASE_VAR)
         .map(zeroize::Zeroizing::new)
-        .map_err(|_| anyhow::anyhow!("set {} to the passphrase {purpose}", keys::PASSPHRASE_VAR))
+        .map_err(|_| anyhow::anyhow!("set {} to the passphrase {purpose}", gatewayd::PASSPHRASE_VAR))
 }
 
 /// `gatewayd keystore init --keystore <path>`: a new master secret (number 0), encrypted under

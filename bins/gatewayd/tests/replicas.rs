@@ -1,7 +1,9 @@
-//! Two `gatewayd` processes on one PostgreSQL database (runs when `GATEWAY_TEST_POSTGRES_URL` is
-//! set; fails loudly if it is set and unreachable): a WebSocket client connected to replica A
-//! receives, in order and without gaps, the events written through replica B; and concurrent
-//! requests split across the two replicas keep the contract's concurrency rules (section 5).
+//! Two gateways on one PostgreSQL database (runs when `GATEWAY_TEST_POSTGRES_URL` is set; fails
+//! loudly if it is set and unreachable), each a full [`gatewayd::serve`] with its own store
+//! connections, limiter and caches, served in this process: a WebSocket client connected to
+//! replica A receives, in order and without gaps, the events written through replica B; and
+//! concurrent requests split across the two replicas keep the contract's concurrency rules
+//! (section 5).
 
 mod support;
 
@@ -11,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use support::{Gateway, json_request, login, signing_key, start_on, try_request};
+use support::{InProcess as Gateway, json_request, login, serve_in_process, signing_key, try_request};
 
 async fn next_frame(
     ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
@@ -30,8 +32,8 @@ async fn next_frame(
 async fn two_replicas(name: &str) -> Option<(Gateway, Gateway)> {
     let store = gateway_store::testing::fresh_postgres_schema(name).await?;
     let flags = ["--open-enrollment", "true", "--trust-default", "0.9"];
-    let a = start_on(&store, &flags, &[]);
-    let b = start_on(&store, &flags, &[]);
+    let a = serve_in_process(&store, &flags).await;
+    let b = serve_in_process(&store, &flags).await;
     Some((a, b))
 }
 
@@ -295,7 +297,7 @@ async fn admins_demoting_each_other_on_two_replicas_leave_an_admin() {
 async fn executors_racing_on_two_replicas_claim_each_task_once() {
     let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_claim").await else { return };
     let flags = ["--open-enrollment", "true", "--trust-default", "0.9", "--builtin-executor", "false"];
-    let (a, b) = (start_on(&store, &flags, &[]), start_on(&store, &flags, &[]));
+    let (a, b) = (serve_in_process(&store, &flags).await, serve_in_process(&store, &flags).await);
     let scopes = ["coop:read", "coop:write", "compute:submit"];
     let (founder_a, _) = coop_on(&a, &b, "claim", &[3, 4], &scopes).await;
     let executor_a = login(&a.api, 3, "claim", &["compute:execute"]).await;

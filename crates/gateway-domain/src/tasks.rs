@@ -202,6 +202,8 @@ impl Compute {
         task.task_hash = task_hash(&task)?;
         let task = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
+                // A token may name a coop that does not exist (open enrollment): 404, no task.
+                crate::coops::require_coop(tx, &task.coop_id).await?;
                 tx.insert_task(&task).await?;
                 emit(tx, &task.coop_id, CoopEventType::ComputeTaskSubmitted, now, task_event(&task)).await?;
                 Ok(task)

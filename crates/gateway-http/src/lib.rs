@@ -122,6 +122,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     for routes in [login_routes(), public_routes(), protected_routes()] {
         doc.merge(routes.split_for_parts().1);
     }
+    openapi::complete(&mut doc);
     doc
 }
 
@@ -145,6 +146,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     doc.merge(public_api);
     doc.merge(protected_api);
     doc.merge(extra_doc);
+    openapi::complete(&mut doc);
 
     let tls = state.config.tls;
     let cors = middleware::cors_layer(&state.config);

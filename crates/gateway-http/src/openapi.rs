@@ -1,7 +1,9 @@
 //! The OpenAPI 3.1 description, assembled from the handlers' own annotations.
 
 use serde::Serialize;
+use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 /// The contract's error body (schema only; `ApiError` writes it).
@@ -22,8 +24,15 @@ pub struct ErrorBody {
     info(title = "Cooperative gateway", description = "HTTP and WebSocket gateway for DID login, mutual credit, governance, cooperatives, compute and notifications."),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
-    tags((name = "auth", description = "DID challenge-response login"),
-         (name = "identity", description = "DIDs and keys"),
+    tags((name = "auth", description = "DID challenge-response login: a nonce to sign, then a token"),
+         (name = "identity", description = "The caller's DID and key; resolution of did:key and did:icn"),
+         (name = "ledger", description = "Mutual-credit payments, balances, history, batches, exchange rates and conversions"),
+         (name = "coops", description = "Cooperatives, their members, roles, credit limits and settings"),
+         (name = "governance", description = "Domains, proposals, votes, delegations, closes and signed decision receipts"),
+         (name = "trust", description = "Trust edges between DIDs and the scores computed from them"),
+         (name = "compute", description = "CCL tasks: submission, the executor protocol, results and cancellation"),
+         (name = "notifications", description = "The caller's notifications in the token's cooperative"),
+         (name = "events", description = "The per-cooperative WebSocket event stream"),
          (name = "operations", description = "Health and readiness")),
 )]
 pub struct ApiDoc;
@@ -37,5 +46,94 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
         );
+    }
+}
+
+/// Paths whose parameters name no stored record, so they never answer 404: a score or edge list
+/// is computed for any well-formed DID, and did:key / did:icn resolve without a lookup.
+const NEVER_NOT_FOUND: [&str; 4] =
+    ["/v1/trust/{did}/score", "/trust/score/{did}", "/v1/trust/{did}/edges", "/v1/identity/resolve/{did}"];
+
+/// Paths that answer without touching the store (liveness, key resolution, challenges, which
+/// live in memory), so they never answer 503.
+const NO_STORE: [&str; 4] = ["/healthz", "/v1/health", "/v1/identity/resolve/{did}", "/v1/auth/challenge"];
+
+/// Completes the document with the answers every route of a kind can give, so that no route
+/// forgets one: a route with a token answers 401, 403 and 429 (the per-DID limit); a route with
+/// parameters or a body 400; a route with a body 413 (over 1 MiB); a route whose path names a
+/// record 404; a route that reads or writes the store 503. Each such answer carries the error
+/// body's schema. Routes keep their own, more precise descriptions where they give one; any
+/// response still without a description gets the status's standard text.
+pub fn complete(doc: &mut utoipa::openapi::OpenApi) {
+    for (path, item) in &mut doc.paths.paths {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+            &mut item.head,
+            &mut item.options,
+            &mut item.trace,
+        ];
+        for operation in operations.into_iter().flatten() {
+            complete_operation(path, operation);
+        }
+    }
+}
+
+fn complete_operation(path: &str, operation: &mut Operation) {
+    let parameters = operation.parameters.as_deref().unwrap_or_default();
+    let has_path_parameter = parameters.iter().any(|p| matches!(p.parameter_in, ParameterIn::Path));
+    let protected = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+    let has_body = operation.request_body.is_some();
+    let upgrade = operation.responses.responses.contains_key("101");
+    let mut add = |status: &str, description: &str| {
+        operation.responses.responses.entry(status.to_owned()).or_insert_with(|| error_response(description));
+    };
+    if protected {
+        add("401", "No bearer token, or a malformed, expired, revoked or foreign one");
+        add("403", "The token lacks the scope, is for another cooperative, or its subject is no longer a member");
+        add("429", "The caller's per-DID request limit (Retry-After says when to come back)");
+    }
+    if !parameters.is_empty() || has_body {
+        add("400", "A parameter or body field is invalid; `details.fields` names it");
+    }
+    if has_body {
+        add("413", "The body is over 1 MiB");
+    }
+    if has_path_parameter && !upgrade && !NEVER_NOT_FOUND.contains(&path) {
+        add("404", "What the path names does not exist (or is not visible to the caller)");
+    }
+    if !NO_STORE.contains(&path) {
+        add("503", "The store is unavailable or the gateway is shutting down; retry later");
+    }
+    for (status, response) in &mut operation.responses.responses {
+        if let RefOr::T(response) = response
+            && response.description.is_empty()
+        {
+            response.description = standard_text(status).to_owned();
+        }
+    }
+}
+
+fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    let body = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
+    RefOr::T(ResponseBuilder::new().description(description).content("application/json", body).build())
+}
+
+fn standard_text(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created",
+        "204" => "No content",
+        "400" => "Bad request",
+        "401" => "Not authenticated",
+        "403" => "Forbidden",
+        "404" => "Not found",
+        "409" => "Conflict with the current state",
+        "429" => "Too many requests",
+        "503" => "Unavailable",
+        _ => "See the status",
     }
 }

@@ -276,7 +276,9 @@ impl Store {
                     // sqlx runs a file's migrations (and records them as it always has), then
                     // lets go.
                     let mut migrating = SqliteConnection::connect_with(&options).await?;
-                    migrations.run(&mut migrating).await?;
+                    // `run_direct` rather than `run`, whose `Acquire` bound makes this future not
+                    // provably `Send`, so a caller could not spawn `Store::open`.
+                    migrations.run_direct(&mut migrating).await?;
                     migrating.close().await?;
                 }
                 let (sender, queue) = mpsc::channel(4096);

@@ -369,7 +369,8 @@ impl GovReads for Store {
         let rows: Vec<crate::conn::SigningKeyRow> = self
             .read_all(
                 &format!(
-                    "SELECT {} FROM signing_keys WHERE coop_id = $1 OR coop_id IS NULL ORDER BY valid_from, public_key",
+                    "SELECT {} FROM signing_keys WHERE coop_id = $1 OR coop_id IS NULL \
+                     ORDER BY valid_from, COALESCE(master, -1), generation, public_key",
                     crate::conn::SIGNING_KEY_COLUMNS
                 ),
                 args![coop.as_str()],

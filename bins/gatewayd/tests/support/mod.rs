@@ -152,3 +152,39 @@ pub async fn login(addr: &str, seed: u8, coop: &str, scopes: &[&str]) -> String 
     assert_eq!(status, 200, "{token}");
     token["token"].as_str().unwrap().to_owned()
 }
+
+/// A gateway served in this process by [`gatewayd::serve`]; stopped (drained) when dropped.
+pub struct InProcess {
+    pub api: String,
+    pub metrics: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Serves a gateway in-process on `store` with extra flags, on loopback port 0.
+pub async fn serve_in_process(store: &str, extra: &[&str]) -> InProcess {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", store];
+    args.extend_from_slice(&["--jwt-secret", SECRET]);
+    args.extend_from_slice(extra);
+    let config = gatewayd::GatewayConfig::from_args(args).expect("a valid configuration");
+    let listeners = gatewayd::Listeners::bind(&config).await.expect("listeners bind");
+    let api = listeners.api.local_addr().unwrap().to_string();
+    let metrics = listeners.metrics.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(err) = gatewayd::serve(config, listeners, shutdown).await {
+            panic!("gatewayd::serve failed: {err:#}");
+        }
+    });
+    InProcess { api, metrics, stop: Some(stop) }
+}

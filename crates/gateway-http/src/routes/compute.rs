@@ -123,7 +123,8 @@ async fn submit_task(state: &AppState, caller: &crate::Caller, body: Value) -> A
 /// Submits a compute task (trust ≥ 0.3).
 #[utoipa::path(post, path = "/v1/compute/submit", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
     responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = Object),
-              (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody)))]
+              (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
+              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
 pub async fn submit(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
@@ -134,7 +135,8 @@ pub async fn submit(
 
 /// Submits a compute task (short family).
 #[utoipa::path(post, path = "/compute/tasks", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
-    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = Object)))]
+    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = Object),
+              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
 pub async fn short_submit(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
@@ -210,7 +212,8 @@ async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiRes
     responses((status = 200, description = "The cancelled task", body = Object),
               (status = 403, description = "Not the submitter (`details.reason = \"not_the_submitter\"`)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
-              (status = 409, body = crate::openapi::ErrorBody)))]
+              (status = 409, description = "The task is completed, failed, cancelled or timed out: only a pending \
+or claimed task can be cancelled", body = crate::openapi::ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
@@ -221,7 +224,9 @@ pub async fn cancel(
 
 /// Cancels a task (short family).
 #[utoipa::path(post, path = "/compute/tasks/{id}/cancel", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The cancelled task", body = Object)))]
+    responses((status = 200, description = "The cancelled task", body = Object),
+              (status = 409, description = "The task is completed, failed, cancelled or timed out: only a pending \
+or claimed task can be cancelled", body = crate::openapi::ErrorBody)))]
 pub async fn short_cancel(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,

@@ -146,7 +146,9 @@ fn role(text: Option<&str>) -> ApiResult<Role> {
 
 /// Creates a coop; the caller becomes its first admin.
 #[utoipa::path(post, path = "/v1/coops", tag = "coops", security(("bearer" = [])), request_body = CreateCoopBody,
-    responses((status = 201, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 201, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody),
+              (status = 409, description = "A cooperative with this id already exists",
+               body = crate::openapi::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Authorized<CoopWrite>,
@@ -161,7 +163,9 @@ pub async fn create(
 
 /// Creates a coop (short family).
 #[utoipa::path(post, path = "/coops", tag = "coops", security(("bearer" = [])), request_body = CreateCoopBody,
-    responses((status = 201, body = CoopDto)))]
+    responses((status = 201, body = CoopDto),
+              (status = 409, description = "A cooperative with this id already exists",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_create(
     state: State<AppState>,
     caller: Authorized<CoopWrite>,
@@ -247,7 +251,9 @@ pub async fn short_members(
 /// Adds a member.
 #[utoipa::path(post, path = "/v1/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = AddMemberBody,
-    responses((status = 201, body = MemberDto), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 201, body = MemberDto),
+              (status = 409, description = "The DID is already a member of the cooperative",
+               body = crate::openapi::ErrorBody)))]
 pub async fn add_member(
     State(state): State<AppState>,
     caller: Authorized<CoopWrite>,
@@ -262,7 +268,10 @@ pub async fn add_member(
 
 /// Adds a member (short family).
 #[utoipa::path(post, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
-    request_body = AddMemberBody, responses((status = 201, body = MemberDto)))]
+    request_body = AddMemberBody,
+    responses((status = 201, body = MemberDto),
+              (status = 409, description = "The DID is already a member of the cooperative",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_add_member(
     state: State<AppState>,
     caller: Authorized<CoopWrite>,

@@ -214,6 +214,7 @@ fn members(listed: &[String]) -> ApiResult<Vec<Did>> {
     responses((status = 201, description = "The domain", body = Object),
               (status = 400, description = "A listed DID is not a member of the coop, or a bad field", body = crate::openapi::ErrorBody),
               (status = 403, description = "Not an admin of the coop (`details.reason = \"admin_only\"`)", body = crate::openapi::ErrorBody),
+              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody),
               (status = 409, description = "The domain exists", body = crate::openapi::ErrorBody)))]
 pub async fn create_domain(
     State(state): State<AppState>,
@@ -305,7 +306,9 @@ async fn create(state: &AppState, caller: &crate::Caller, body: ProposalBody, op
 /// Creates a proposal (a draft; open it with `/open`).
 #[utoipa::path(post, path = "/v1/gov/proposals", tag = "governance", security(("bearer" = [])), request_body = ProposalBody,
     responses((status = 201, description = "The proposal, with `proposal_id`", body = Object),
-              (status = 403, description = "Trust below 0.4", body = crate::openapi::ErrorBody)))]
+              (status = 403, description = "Trust below 0.4", body = crate::openapi::ErrorBody),
+              (status = 404, description = "`domain_id` (or `domain`) names no governance domain of the token's coop",
+               body = crate::openapi::ErrorBody)))]
 pub async fn create_proposal(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
@@ -316,7 +319,9 @@ pub async fn create_proposal(
 
 /// Creates and opens a proposal (short family).
 #[utoipa::path(post, path = "/governance/proposals", tag = "governance", security(("bearer" = [])), request_body = ProposalBody,
-    responses((status = 201, description = "The open proposal", body = Object)))]
+    responses((status = 201, description = "The open proposal", body = Object),
+              (status = 404, description = "`domain_id` (or `domain`) names no governance domain of the token's coop",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_create(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
@@ -403,7 +408,9 @@ async fn vote_on(state: &AppState, caller: &crate::Caller, id: &str, body: VoteB
 /// Casts or replaces the caller's vote.
 #[utoipa::path(post, path = "/v1/gov/proposals/{id}/vote", tag = "governance", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = VoteBody,
-    responses((status = 200, description = "`{proposal_id, voter, choice, replaced}`", body = Object), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`{proposal_id, voter, choice, replaced}`", body = Object),
+              (status = 409, description = "The proposal is not open, or its voting time has ended",
+               body = crate::openapi::ErrorBody)))]
 pub async fn vote(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
@@ -415,7 +422,10 @@ pub async fn vote(
 
 /// Votes (short family).
 #[utoipa::path(post, path = "/governance/proposals/{id}/vote", tag = "governance", security(("bearer" = [])), params(("id" = String, Path)),
-    request_body = VoteBody, responses((status = 200, description = "`{proposal_id, voter, choice, replaced}`", body = Object)))]
+    request_body = VoteBody,
+    responses((status = 200, description = "`{proposal_id, voter, choice, replaced}`", body = Object),
+              (status = 409, description = "The proposal is not open, or its voting time has ended",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_vote(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
@@ -474,7 +484,9 @@ pub async fn proof(
 
 /// Creates a delegation from the caller.
 #[utoipa::path(post, path = "/v1/gov/delegations", tag = "governance", security(("bearer" = [])), request_body = DelegationBody,
-    responses((status = 201, description = "The delegation", body = Object)))]
+    responses((status = 201, description = "The delegation", body = Object),
+              (status = 404, description = "The token's cooperative does not exist",
+               body = crate::openapi::ErrorBody)))]
 pub async fn delegate(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,

@@ -164,7 +164,10 @@ async fn pay(
            ("Idempotency-Key" = Option<String>, Header, description = "Replays the first answer for 24 h")),
     request_body = PaymentBody,
     responses((status = 201, body = TransactionDto), (status = 400, body = crate::openapi::ErrorBody),
-              (status = 403, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
+              (status = 403, body = crate::openapi::ErrorBody),
+              (status = 409, description = "The payment would take the payer below its credit limit \
+(`INSUFFICIENT_CREDIT`) or a balance out of the representable range, or the Idempotency-Key was used with another \
+request or is still in progress", body = crate::openapi::ErrorBody),
               (status = 429, body = crate::openapi::ErrorBody)))]
 pub async fn payment(
     State(state): State<AppState>,
@@ -182,7 +185,11 @@ pub async fn payment(
 #[utoipa::path(post, path = "/ledger/transaction", tag = "ledger", security(("bearer" = [])),
     request_body = PaymentBody,
     responses((status = 201, body = TransactionDto), (status = 400, body = crate::openapi::ErrorBody),
-              (status = 409, body = crate::openapi::ErrorBody), (status = 429, body = crate::openapi::ErrorBody)))]
+              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody),
+              (status = 409, description = "The payment would take the payer below its credit limit \
+(`INSUFFICIENT_CREDIT`) or a balance out of the representable range, or the Idempotency-Key was used with another \
+request or is still in progress", body = crate::openapi::ErrorBody),
+              (status = 429, body = crate::openapi::ErrorBody)))]
 pub async fn short_transaction(
     State(state): State<AppState>,
     caller: Authorized<LedgerWrite>,
@@ -258,7 +265,9 @@ pub async fn balance(
 
 /// The caller's own balance in the token's coop (short family).
 #[utoipa::path(get, path = "/ledger/balance", tag = "ledger", security(("bearer" = [])), params(BalanceQuery),
-    responses((status = 200, body = BalanceDto)))]
+    responses((status = 200, body = BalanceDto),
+              (status = 404, description = "The token's cooperative does not exist",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_balance(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
@@ -310,7 +319,9 @@ pub async fn history(
 
 /// The token coop's history (short family).
 #[utoipa::path(get, path = "/ledger/history", tag = "ledger", security(("bearer" = [])), params(HistoryParams),
-    responses((status = 200, description = "`{transactions, pagination}`", body = Object)))]
+    responses((status = 200, description = "`{transactions, pagination}`", body = Object),
+              (status = 404, description = "The token's cooperative does not exist",
+               body = crate::openapi::ErrorBody)))]
 pub async fn short_history(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
@@ -348,7 +359,8 @@ fn batch_json(results: &[BatchItemResult]) -> Value {
     params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     request_body = BatchBody,
     responses((status = 200, description = "`{succeeded, failed, results}`", body = Object),
-              (status = 409, description = "Atomic batch refused", body = crate::openapi::ErrorBody)))]
+              (status = 409, description = "An atomic batch was refused by one of its payments (the message names it), \
+or the Idempotency-Key was used with another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn batch(
     State(state): State<AppState>,
     caller: Authorized<LedgerWrite>,
@@ -412,7 +424,10 @@ fn quote_json(quote: &QuoteRecord) -> Value {
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert/quote", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path)), request_body = QuoteBody,
     responses((status = 200, description = "`{quote_id, rate, gross_target_amount, fee_amount, net_target_amount, valid_until}`", body = Object),
-              (status = 404, description = "No rate for the pair", body = crate::openapi::ErrorBody)))]
+              (status = 404, description = "The cooperative does not exist, or no rate is set for the pair nor for its \
+opposite", body = crate::openapi::ErrorBody),
+              (status = 409, description = "Only the opposite pair's rate is set, and its inverse is below the \
+ledger's precision (0.000001)", body = crate::openapi::ErrorBody)))]
 pub async fn quote(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
@@ -453,7 +468,13 @@ pub struct ConvertBody {
 /// Executes a cross-currency payment through the coop's exchange account.
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)), request_body = ConvertBody,
-    responses((status = 201, body = TransactionDto), (status = 409, description = "Slippage or credit", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, body = TransactionDto),
+              (status = 404, description = "The cooperative does not exist, `quote_id` names no quote of it, or no \
+rate is set for the pair nor for its opposite", body = crate::openapi::ErrorBody),
+              (status = 409, description = "The net target amount is outside the bounds (`SLIPPAGE_EXCEEDED`), the \
+payment would take the payer below its credit limit (`INSUFFICIENT_CREDIT`) or a balance out of range, the quote has \
+expired, the opposite pair's inverse rate is below the ledger's precision, or the Idempotency-Key was used with \
+another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn convert(
     State(state): State<AppState>,
     caller: Authorized<LedgerWrite>,
@@ -514,7 +535,10 @@ fn rate_json(rate: &RateRecord) -> Value {
 #[utoipa::path(get, path = "/v1/oracle/rate/{from}/{to}", tag = "ledger", security(("bearer" = [])),
     params(("from" = String, Path), ("to" = String, Path)),
     responses((status = 200, description = "`{from_currency, to_currency, rate, inverse_rate, set_by, set_at}`", body = Object),
-              (status = 404, body = crate::openapi::ErrorBody)))]
+              (status = 404, description = "No rate is set for the pair nor for its opposite in the token's coop",
+               body = crate::openapi::ErrorBody),
+              (status = 409, description = "Only the opposite pair's rate is set, and its inverse is below the \
+ledger's precision (0.000001)", body = crate::openapi::ErrorBody)))]
 pub async fn get_rate(
     State(state): State<AppState>,
     caller: Authorized<OracleRead>,
@@ -539,7 +563,9 @@ pub struct RateBody {
 
 /// Sets a manual exchange rate for the token's coop.
 #[utoipa::path(post, path = "/v1/oracle/rate", tag = "ledger", security(("bearer" = [])), request_body = RateBody,
-    responses((status = 201, description = "The rate", body = Object)))]
+    responses((status = 201, description = "The rate", body = Object),
+              (status = 404, description = "The token's cooperative does not exist",
+               body = crate::openapi::ErrorBody)))]
 pub async fn set_rate(
     State(state): State<AppState>,
     caller: Authorized<OracleWrite>,

@@ -283,3 +283,15 @@ async fn cancelled_tasks_are_found_by_the_status_filter() {
         assert!(misspelt.body["details"]["fields"]["status"].is_array(), "{}", misspelt.body);
     }
 }
+
+/// A token may name a cooperative that does not exist (open enrollment): submitting a task
+/// there is 404 and stores nothing.
+#[tokio::test]
+async fn a_task_for_a_coop_that_does_not_exist_is_refused() {
+    let app = TestApp::new().await;
+    let token = app.token(1, "ghost", &["compute:submit"]).await;
+    for uri in ["/v1/compute/submit", "/compute/tasks"] {
+        app.post_as(uri, task("1"), &token).await.assert_error(404, "NOT_FOUND");
+    }
+    assert!(!app.state.compute.run_one_builtin().await.unwrap(), "no task was stored");
+}

@@ -94,3 +94,48 @@ async fn health_reports_store_and_version() {
     assert_eq!(app.call(Method::GET, "/readyz", None, None).await.body["status"], "ready");
     assert_eq!(app.call(Method::GET, "/healthz", None, None).await.body["status"], "ok");
 }
+
+/// The served document's rules (schemathesis checks it against real answers in CI): every tag
+/// and every response has a description, every error status carries the error body's schema,
+/// and every route with a token documents 401, 403 and 429.
+#[tokio::test]
+async fn the_document_describes_every_answer() {
+    let app = TestApp::new().await;
+    let doc = app.call(Method::GET, "/api-docs/openapi.json", None, None).await.body;
+    let described: Vec<&str> = doc["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["description"].as_str().is_some_and(|d| !d.is_empty()))
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            operations += 1;
+            let name = format!("{} {path}", method.to_uppercase());
+            for tag in operation["tags"].as_array().unwrap() {
+                assert!(described.contains(&tag.as_str().unwrap()), "{name}: tag {tag} has no description");
+            }
+            let responses = operation["responses"].as_object().unwrap();
+            for (status, response) in responses {
+                assert!(
+                    response["description"].as_str().is_some_and(|d| !d.is_empty()),
+                    "{name} {status}: no description"
+                );
+                if status.starts_with('4') || status.starts_with('5') {
+                    let schema = &response["content"]["application/json"]["schema"];
+                    let named = schema["$ref"].as_str().is_some_and(|r| r.ends_with("/ErrorBody"));
+                    let inline = schema["required"].as_array().is_some_and(|r| r.iter().any(|f| f == "code"));
+                    assert!(named || inline, "{name} {status}: not the error body: {schema}");
+                }
+            }
+            if operation["security"].as_array().is_some_and(|s| !s.is_empty()) {
+                for status in ["401", "403", "429"] {
+                    assert!(responses.contains_key(status), "{name} does not document {status}");
+                }
+            }
+        }
+    }
+    assert!(operations > 70, "{operations} operations");
+}
