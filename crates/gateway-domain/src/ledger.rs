@@ -249,6 +249,7 @@ impl Ledger {
                 }
                 let run = async {
                     let record = require_coop(tx, &coop).await?;
+                    lock_batch_accounts(tx, &record, &items).await?;
                     let mut results = Vec::with_capacity(items.len());
                     for (index, item) in items.iter().enumerate() {
                         match pay_in(tx, &record, item, &trust, now).await {
@@ -565,6 +566,36 @@ fn check_trust(trust: &TrustGraph, coop: &CoopRecord, payer: &str, amount: Amoun
     let score = Did::parse(payer).map(|d| trust.score(&d)).unwrap_or(0.0);
     if score < HIGH_VALUE_MIN_TRUST {
         return Err(Error::InsufficientTrust { required: HIGH_VALUE_MIN_TRUST, actual: score });
+    }
+    Ok(())
+}
+
+/// Locks every balance a batch will move, in one sorted pass, before its first transfer. Locked
+/// item by item, two batches touching the same accounts in different orders could each hold a
+/// row the other waits for, and PostgreSQL would break that deadlock by failing one of them.
+/// Only members' accounts are locked: an item naming a non-member fails before its transfer, and
+/// taking a lock creates the balance row.
+async fn lock_batch_accounts(tx: &mut dyn Tx, coop: &CoopRecord, items: &[PaymentRequest]) -> Result<(), Error> {
+    if items.len() < 2 {
+        return Ok(());
+    }
+    let dids: std::collections::BTreeSet<Did> =
+        items.iter().flat_map(|i| [&i.from, &i.to]).filter_map(|text| Did::parse(text).ok()).collect();
+    let dids: Vec<&Did> = dids.iter().collect();
+    let members: std::collections::BTreeSet<String> =
+        tx.members_among(&coop.id, &dids).await?.into_iter().map(|m| m.did.to_string()).collect();
+    let mut accounts: Vec<(String, Currency)> = items
+        .iter()
+        .filter(|i| i.from != i.to && members.contains(&i.from) && members.contains(&i.to))
+        .flat_map(|i| {
+            let currency = i.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
+            [(i.from.clone(), currency.clone()), (i.to.clone(), currency)]
+        })
+        .collect();
+    accounts.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));
+    accounts.dedup();
+    if !accounts.is_empty() {
+        tx.lock_balances(&coop.id, &accounts).await?;
     }
     Ok(())
 }

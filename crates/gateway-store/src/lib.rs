@@ -227,6 +227,12 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
         sqlx::Error::Database(db) if db.code().as_deref() == Some(PG_UNIQUE_VIOLATION) => {
             Error::conflict(format!("already exists: {}", db.message()))
         }
+        // A deadlock or serialization failure: PostgreSQL rolled the transaction back and a
+        // retry may succeed. Jobs take their locks in the documented order so that this should
+        // not happen; if it does, the client is told to retry, never given a 500.
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40P01" | "40001")) => {
+            Error::ServiceUnavailable(format!("the store aborted a conflicting transaction; retry: {}", db.message()))
+        }
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
             Error::ServiceUnavailable(format!("store unreachable: {err}"))
         }

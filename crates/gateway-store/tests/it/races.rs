@@ -268,6 +268,46 @@ async fn concurrent_payments_respect_the_floor(backend: Backend) {
     }
 }
 
+/// Eight batches from eight payers, each paying the same five payees, half of them in the
+/// opposite order: every batch commits (locked item by item, crossing batches deadlocked on
+/// PostgreSQL and one failed with a 500), and every payee receives every payment.
+async fn crossing_batches_all_commit(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let f = Arc::new(f);
+    for round in 0..ROUNDS {
+        let coop = coop_with(&f, &format!("b{round}"), N + 6, Role::Member).await;
+        let results = race(|i| {
+            let (f, coop) = (f.clone(), coop.clone());
+            async move {
+                let mut payees: Vec<u32> = (N + 1..N + 6).collect();
+                if i % 2 == 1 {
+                    payees.reverse();
+                }
+                let items = payees
+                    .into_iter()
+                    .map(|p| PaymentRequest {
+                        from: did(1 + i).to_string(),
+                        to: did(p).to_string(),
+                        amount: Amount::from_units(1),
+                        currency: None,
+                        memo: None,
+                    })
+                    .collect();
+                f.ledger.batch(&coop, items, true).await
+            }
+        })
+        .await;
+        for (i, result) in results.iter().enumerate() {
+            let items = result.as_ref().unwrap_or_else(|e| panic!("round {round}, batch {i}: {e:?}"));
+            assert!(items.iter().all(|item| item.error.is_none()), "round {round}, batch {i}");
+        }
+        for p in N + 1..N + 6 {
+            let balance = f.ledger.balance(&coop, did(p).as_str(), None).await.unwrap().balance;
+            assert_eq!(balance, Amount::from_units(i64::from(N)), "round {round}, payee {p}");
+        }
+    }
+}
+
 macro_rules! races {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -288,4 +328,5 @@ races!(
     concurrent_claims_claim_once,
     concurrent_creations_create_one_coop,
     concurrent_payments_respect_the_floor,
+    crossing_batches_all_commit,
 );
