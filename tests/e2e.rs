@@ -1,17 +1,12 @@
-//! A full cooperative day through the `gateway-client` SDK against the real `gatewayd` binary
-//! over TCP: a SQLite file store, an encrypted governance keystore, production enrollment and
-//! trust rules (one trust anchor, default score 0). Create a coop, add members, trust them,
-//! pay, govern with a delegation, verify the decision receipt offline, run a compute task on
-//! the built-in executor, read notifications, and follow the event stream across a restart.
-//!
-//! `gatewayd` is built once per test run with `cargo build -p gatewayd` (a binary cannot be a
-//! dev-dependency) and found beside this test's own executable, so the test works from any
-//! target directory.
+//! A full cooperative day through the `gateway-client` SDK against the real gateway, served in
+//! this process by `gatewayd::serve` over TCP: a SQLite file store, an encrypted governance
+//! keystore, production enrollment and trust rules (one trust anchor, default score 0). Create a
+//! coop, add members, trust them, pay, govern with a delegation, verify the decision receipt
+//! offline, run a compute task on the built-in executor, read notifications, and follow the event
+//! stream across a restart. (The binary's own start-up, signals and subcommands are tested in
+//! `bins/gatewayd/tests`.)
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
 
 use gateway_client::{
@@ -24,92 +19,65 @@ use serde_json::json;
 const SECRET: &str = "an-end-to-end-secret-of-32-bytes!!";
 const PASSPHRASE: &str = "correct horse battery staple";
 
-/// The `gatewayd` binary of this build, built on first use.
-fn gatewayd() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        // target/<profile>/deps/e2e-… → target/<profile>/gatewayd
-        let exe = std::env::current_exe().expect("the test's own path");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
-        let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "-p", "gatewayd", "--quiet"]);
-        if profile_dir.file_name().is_some_and(|name| name == "release") {
-            build.arg("--release");
-        }
-        let status = build.status().expect("cargo runs");
-        assert!(status.success(), "cargo build -p gatewayd failed");
-        let binary = profile_dir.join("gatewayd");
-        assert!(binary.exists(), "{} was not built", binary.display());
-        binary
-    })
-}
-
-/// A running gateway; killed when dropped.
+/// A running gateway; stopped (drained) by [`Gateway::terminate`] or when dropped.
 struct Gateway {
-    child: Child,
     url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
-    /// Starts `gatewayd` on `listen` over the SQLite store and keystore in `dir`.
-    fn start(dir: &Path, listen: &str, anchor: &str) -> Self {
-        let store = format!("sqlite:{}", dir.join("gw.db").display());
-        let keystore = dir.join("ks.json");
-        let mut child = Command::new(gatewayd())
-            .args(["--listen", listen, "--metrics-listen", "127.0.0.1:0", "--store", &store])
-            .args(["--keystore", keystore.to_str().unwrap(), "--trust-anchor", anchor])
-            .env("ICN_GATEWAY_JWT_SECRET", SECRET)
-            .env("ICN_PASSPHRASE", PASSPHRASE)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("gatewayd starts");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let url = loop {
-            let line = lines.recv_timeout(Duration::from_secs(60)).expect("gatewayd reports its address");
-            if let Some(address) = line.split("listening on http://").nth(1) {
-                break format!("http://{}", address.trim());
-            }
-        };
-        Gateway { child, url }
-    }
-
-    /// Stops the process with SIGTERM, as an operator would, and waits for it.
-    fn terminate(mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(std::time::Instant::now() < deadline, "gatewayd did not stop after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }
 
-/// `gatewayd keystore init` in `dir`: a keystore holding master secret 0.
+impl Gateway {
+    /// Serves a gateway on `listen` over the SQLite store and keystore in `dir`.
+    async fn start(dir: &Path, listen: &str, anchor: &str) -> Self {
+        let store = format!("sqlite:{}", dir.join("gw.db").display());
+        let keystore = dir.join("ks.json");
+        let mut config = gatewayd::GatewayConfig::from_args([
+            "--listen",
+            listen,
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--store",
+            &store,
+            "--keystore",
+            keystore.to_str().unwrap(),
+            "--trust-anchor",
+            anchor,
+            "--jwt-secret",
+            SECRET,
+        ])
+        .expect("a valid configuration");
+        config.keystore_passphrase = Some(PASSPHRASE.to_owned().into());
+        let listeners = gatewayd::Listeners::bind(&config).await.expect("the listeners bind");
+        let url = format!("http://{}", listeners.api.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(gatewayd::serve(config, listeners, async move {
+            let _ = stopped.await;
+        }));
+        Gateway { url, stop: Some(stop), served: Some(served) }
+    }
+
+    /// Stops the gateway as a shutdown signal would (sockets told, requests drained) and waits
+    /// for it to finish.
+    async fn terminate(mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        let served = self.served.take().expect("running");
+        let stopped = tokio::time::timeout(Duration::from_secs(20), served).await;
+        stopped.expect("the gateway stopped within 20 s").expect("serve did not panic").expect("serve succeeded");
+    }
+}
+
+/// A new keystore in `dir` holding master secret 0, as `gatewayd keystore init` makes it.
 fn init_keystore(dir: &Path) {
-    let output = Command::new(gatewayd())
-        .args(["keystore", "init", "--keystore", dir.join("ks.json").to_str().unwrap()])
-        .env("ICN_PASSPHRASE", PASSPHRASE)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(printed.lines().any(|l| l.starts_with("master 0")), "{printed}");
+    let master = gateway_auth::keystore::init(&dir.join("ks.json"), PASSPHRASE).expect("keystore init");
+    assert_eq!(master.id, 0);
 }
 
 /// A free loopback port (so a restarted gateway comes back at the same address).
@@ -179,7 +147,7 @@ async fn a_cooperative_day_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     init_keystore(dir.path());
     let admin_identity = Identity::generate();
-    let gateway = Gateway::start(dir.path(), "127.0.0.1:0", admin_identity.did().as_str());
+    let gateway = Gateway::start(dir.path(), "127.0.0.1:0", admin_identity.did().as_str()).await;
     let url = gateway.url.clone();
     let health = Client::new(&url).unwrap().health().await.unwrap();
     assert_eq!((health.status.as_str(), health.store.as_str()), ("ok", "sqlite"));
@@ -311,7 +279,7 @@ async fn the_event_stream_survives_a_gateway_restart() {
     init_keystore(dir.path());
     let admin_identity = Identity::generate();
     let listen = free_port();
-    let gateway = Gateway::start(dir.path(), &listen, admin_identity.did().as_str());
+    let gateway = Gateway::start(dir.path(), &listen, admin_identity.did().as_str()).await;
     let url = gateway.url.clone();
     let coop = CoopId::parse("stream").unwrap();
     let (admin, members) = cooperative(&url, admin_identity, &coop, 1).await;
@@ -339,8 +307,8 @@ async fn the_event_stream_survives_a_gateway_restart() {
     }
 
     // SIGTERM: the gateway announces its shutdown; it comes back at the same address.
-    gateway.terminate();
-    let gateway = Gateway::start(dir.path(), &listen, admin.did().as_str());
+    gateway.terminate().await;
+    let gateway = Gateway::start(dir.path(), &listen, admin.did().as_str()).await;
     assert_eq!(gateway.url, url);
     // These may be committed before the subscriber is back: they must then come by backfill.
     admin.client.pay(&coop, &payment(&admin, member, "3", "after"), None).await.unwrap();
@@ -445,7 +413,7 @@ async fn a_member_cannot_take_over_the_cooperative() {
     let dir = tempfile::tempdir().unwrap();
     init_keystore(dir.path());
     let mut admin = Raw::new("", 1);
-    let gateway = Gateway::start(dir.path(), "127.0.0.1:0", &admin.did);
+    let gateway = Gateway::start(dir.path(), "127.0.0.1:0", &admin.did).await;
     admin.url = gateway.url.clone();
     let coop = "bakery";
     assert_eq!(admin.login(coop, &["coop:read", "coop:write"]).await.0, 200);

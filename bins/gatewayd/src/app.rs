@@ -108,7 +108,10 @@ pub async fn serve(
         ),
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
-    tasks::spawn_background(&state, store.postgres_pool().is_some(), config.builtin_executor);
+    // Every task this gateway starts lives in `background` and stops when `serve` returns, so a
+    // process may serve, stop and serve again (the tests restart gateways in-process).
+    let mut background = tokio::task::JoinSet::new();
+    tasks::spawn_background(&mut background, &state, store.postgres_pool().is_some(), config.builtin_executor);
     let ws = gateway_ws::WsState::new(
         gateway_ws::WsDeps {
             events: store.clone(),
@@ -120,7 +123,7 @@ pub async fn serve(
         },
         gateway_ws::WsConfig::default(),
     );
-    tokio::spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
+    background.spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
     let sockets = ws.shutdown_handle();
     let app = gateway_http::router_with(state, gateway_ws::router(ws), gateway_ws::openapi());
     // On SIGTERM/SIGINT: every socket gets Shutdown{reason, reconnect_after_ms} and a close
@@ -132,7 +135,7 @@ pub async fn serve(
     };
 
     tracing::info!("metrics on http://{}/metrics", listeners.metrics.local_addr()?);
-    tokio::spawn(serve_metrics(listeners.metrics, metrics));
+    background.spawn(serve_metrics(listeners.metrics, metrics));
 
     let listener = listeners.api;
     let addr = listener.local_addr()?;
@@ -146,21 +149,27 @@ pub async fn serve(
             serve_tls(listener, app, server, shutdown).await?;
         }
     }
+    background.shutdown().await;
     Ok(())
 }
 
 async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
     let upkeep = handle.clone();
-    tokio::spawn(async move {
+    let upkeep = async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
             upkeep.run_upkeep();
         }
-    });
+    };
     let app = Router::new().route("/metrics", get(move || std::future::ready(handle.render())));
-    if let Err(err) = axum::serve(listener, app).await {
-        tracing::error!("metrics listener failed: {err}");
+    tokio::select! {
+        served = axum::serve(listener, app) => {
+            if let Err(err) = served {
+                tracing::error!("metrics listener failed: {err}");
+            }
+        }
+        () = upkeep => {}
     }
 }
 

@@ -67,11 +67,16 @@ pub enum ConfigAction {
     Check,
 }
 
-/// Every setting, each as a flag, an `ICN_GATEWAY_<NAME>` variable and a config-file key.
-#[derive(Debug, Args, Default)]
+/// Every setting, declared once: each field is a flag, an `ICN_GATEWAY_<NAME>` variable and a
+/// key of the optional TOML file (the flag's name with `_` for `-`; the repeatable flags take
+/// their flag's singular name or the plural as a list). The contract's nested spellings
+/// (`[auth] open_enrollment`, `[trust] anchors`, `[trust] default_score`) work in the file too.
+#[derive(Debug, Args, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Optional TOML configuration file.
     #[arg(long, env = "ICN_GATEWAY_CONFIG", global = true)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// API listen address [default: 127.0.0.1:8080].
     #[arg(long, env = "ICN_GATEWAY_LISTEN", global = true)]
@@ -97,12 +102,14 @@ pub struct Settings {
     pub challenge_ttl: Option<u64>,
     /// A trust anchor DID (repeatable; the variable takes a comma-separated list).
     #[arg(long = "trust-anchor", env = "ICN_GATEWAY_TRUST_ANCHOR", value_delimiter = ',', global = true)]
+    #[serde(default, rename = "trust_anchor", alias = "trust_anchors")]
     pub trust_anchors: Vec<String>,
     /// Trust score of DIDs with no path from an anchor [default: 0.0; --dev: 0.9].
     #[arg(long, env = "ICN_GATEWAY_TRUST_DEFAULT", global = true)]
     pub trust_default: Option<f64>,
     /// A proxy (IP or CIDR) whose X-Forwarded-For is believed (repeatable).
     #[arg(long = "trusted-proxy", env = "ICN_GATEWAY_TRUSTED_PROXY", value_delimiter = ',', global = true)]
+    #[serde(default, rename = "trusted_proxy", alias = "trusted_proxies")]
     pub trusted_proxies: Vec<String>,
     /// Keystore file holding the receipt master secrets (unlocked with ICN_PASSPHRASE).
     #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
@@ -125,51 +132,35 @@ pub struct Settings {
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
+    #[serde(default)]
     pub dev: bool,
+    /// The file's `[auth]` section.
+    #[arg(skip)]
+    #[serde(default)]
+    pub auth: AuthSection,
+    /// The file's `[trust]` section.
+    #[arg(skip)]
+    #[serde(default)]
+    pub trust: TrustSection,
 }
 
-/// The optional TOML file. Keys are the flag names with `_` for `-`; the contract's nested
-/// spellings (`[auth] open_enrollment`, `[trust] anchors`, `[trust] default_score`) work too.
-#[derive(Debug, Default, Deserialize)]
+/// The file's `[auth]` section (the contract's spelling).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    listen: Option<SocketAddr>,
-    metrics_listen: Option<SocketAddr>,
-    store: Option<String>,
-    redis: Option<String>,
-    jwt_secret: Option<String>,
-    token_ttl: Option<u64>,
-    challenge_ttl: Option<u64>,
-    #[serde(default)]
-    trust_anchor: Vec<String>,
-    trust_default: Option<f64>,
-    #[serde(default)]
-    trusted_proxy: Vec<String>,
-    keystore: Option<PathBuf>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    cors_origin: Option<String>,
-    open_enrollment: Option<bool>,
-    builtin_executor: Option<bool>,
-    dev: Option<bool>,
-    #[serde(default)]
-    auth: AuthSection,
-    #[serde(default)]
-    trust: TrustSection,
+pub struct AuthSection {
+    /// Same as `open_enrollment`.
+    pub open_enrollment: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The file's `[trust]` section (the contract's spelling).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AuthSection {
-    open_enrollment: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrustSection {
+pub struct TrustSection {
+    /// Same as `trust_anchor`.
     #[serde(default)]
-    anchors: Vec<String>,
-    default_score: Option<f64>,
+    pub anchors: Vec<String>,
+    /// Same as `trust_default`.
+    pub default_score: Option<f64>,
 }
 
 /// TLS files.
@@ -225,12 +216,11 @@ impl GatewayConfig {
             Some(path) => {
                 let text =
                     std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?
+                toml::from_str::<Settings>(&text).with_context(|| format!("parsing config file {}", path.display()))?
             }
-            None => FileConfig::default(),
+            None => Settings::default(),
         };
-        let dev = settings.dev || file.dev.unwrap_or(false);
+        let dev = settings.dev || file.dev;
         let store_text = settings
             .store
             .or(file.store)
@@ -248,7 +238,7 @@ impl GatewayConfig {
                 "the JWT secret is empty: set ICN_GATEWAY_JWT_SECRET (or --jwt-secret, or jwt_secret in the config file); the gateway refuses to start without one"
             );
         }
-        let anchors_text = first_non_empty([settings.trust_anchors, file.trust_anchor, file.trust.anchors]);
+        let anchors_text = first_non_empty([settings.trust_anchors, file.trust_anchors, file.trust.anchors]);
         let trust_anchors = anchors_text
             .iter()
             .map(|a| Did::parse(a).map_err(|e| anyhow::anyhow!("trust anchor '{a}': {e}")))
@@ -271,7 +261,7 @@ impl GatewayConfig {
         if token_ttl == 0 || challenge_ttl == 0 {
             bail!("token and challenge lifetimes must be at least one second");
         }
-        let trusted_proxies = first_non_empty([settings.trusted_proxies, file.trusted_proxy])
+        let trusted_proxies = first_non_empty([settings.trusted_proxies, file.trusted_proxies])
             .iter()
             .map(|p| gateway_http::limits::parse_proxy(p).map_err(|e| anyhow::anyhow!("trusted proxy: {e}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -318,7 +308,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchors = {:?}\ntrust_default = {}\ntrusted_proxies = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -403,6 +393,24 @@ mod tests {
         assert_eq!(config.trust_default, 0.4);
         std::fs::write(&path, "no_such_key = 1\n").unwrap();
         assert!(GatewayConfig::resolve(Settings { config: Some(path), ..settings() }).is_err());
+    }
+
+    #[test]
+    fn the_file_takes_the_lists_by_either_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        let anchor = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+        for text in [
+            format!("trust_anchor = [\"{anchor}\"]\ntrusted_proxy = [\"10.0.0.1\"]\n"),
+            format!("trust_anchors = [\"{anchor}\"]\ntrusted_proxies = [\"10.0.0.1\"]\n"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let config = GatewayConfig::resolve(Settings { config: Some(path.clone()), ..settings() }).unwrap();
+            assert_eq!(config.trust_anchors.len(), 1);
+            assert_eq!(config.trusted_proxies.len(), 1);
+            let summary = config.summary();
+            assert!(summary.contains("trust_anchor = [") && summary.contains("trusted_proxy = ["), "{summary}");
+        }
     }
 
     #[test]

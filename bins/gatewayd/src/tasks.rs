@@ -14,13 +14,18 @@ use gateway_http::AppState;
 /// cardinality at 100 (further currencies are skipped, which is not an error).
 const MAX_CURRENCY_LABELS: usize = 100;
 
-/// Starts the periodic tasks; they end with the runtime.
-pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_executor: bool) {
+/// Starts the periodic tasks in `tasks`; `serve` stops them when it returns.
+pub(crate) fn spawn_background(
+    tasks: &mut tokio::task::JoinSet<()>,
+    state: &AppState,
+    shared_store: bool,
+    builtin_executor: bool,
+) {
     if builtin_executor {
-        tokio::spawn(state.compute.clone().run_builtin_executor());
+        tasks.spawn(state.compute.clone().run_builtin_executor());
     }
     let compute = state.compute.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
@@ -31,7 +36,7 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
     });
 
     let limits = state.limits.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(30));
         loop {
             tick.tick().await;
@@ -41,7 +46,7 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
     });
 
     let ledger = state.ledger.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut exported = BTreeSet::new();
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         loop {
@@ -63,7 +68,7 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
     });
 
     let governance = state.governance.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
@@ -76,7 +81,7 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
     });
 
     let notifications = state.notifications.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         // Fan-outs are expanded right after their commit; this catches any whose expansion was
         // cut short (a crash, a failed write), and those of other replicas.
         let mut tick = tokio::time::interval(Duration::from_secs(5));
@@ -90,7 +95,7 @@ pub(crate) fn spawn_background(state: &AppState, shared_store: bool, builtin_exe
 
     if shared_store {
         let trust = state.trust.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(5));
             loop {
                 tick.tick().await;

@@ -109,8 +109,38 @@ pub struct StoredResponse {
     pub status: u16,
     /// Body.
     pub body: String,
-    /// Whether this is a replay of an earlier request's answer (nothing new was done).
-    pub replayed: bool,
+}
+
+/// What an operation under an `Idempotency-Key` answered: decided now, or the stored answer of
+/// an earlier request with the same key, replayed (nothing new was done). The velocity limit
+/// counts only a fresh success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replay<T> {
+    /// This request ran the operation.
+    Fresh(T),
+    /// An earlier request's answer.
+    Replayed(T),
+}
+
+impl<T> Replay<T> {
+    /// Whether this is an earlier request's answer.
+    pub fn is_replayed(&self) -> bool {
+        matches!(self, Replay::Replayed(_))
+    }
+
+    /// The answer, fresh or replayed.
+    pub fn into_inner(self) -> T {
+        match self {
+            Replay::Fresh(value) | Replay::Replayed(value) => value,
+        }
+    }
+
+    /// The answer by reference.
+    pub fn get(&self) -> &T {
+        match self {
+            Replay::Fresh(value) | Replay::Replayed(value) => value,
+        }
+    }
 }
 
 /// Balances of one account.
@@ -160,7 +190,7 @@ impl Ledger {
         request: PaymentRequest,
         idempotency: Idempotency,
         render: Render<TransactionRecord>,
-    ) -> Result<StoredResponse, Error> {
+    ) -> Result<Replay<StoredResponse>, Error> {
         self.record_idempotent(coop, Transfer::Payment(request), idempotency, render).await
     }
 
@@ -184,16 +214,16 @@ impl Ledger {
         transfer: Transfer,
         idempotency: Idempotency,
         render: Render<TransactionRecord>,
-    ) -> Result<StoredResponse, Error> {
+    ) -> Result<Replay<StoredResponse>, Error> {
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 if let Some(stored) = claim(tx, &idempotency, now).await? {
-                    return Ok(stored);
+                    return Ok(Replay::Replayed(stored));
                 }
                 let record = require_coop(tx, &coop).await?;
                 let result = transfer.run(tx, &record, &trust, now).await;
-                remember(tx, &idempotency, result, render, now).await
+                remember(tx, &idempotency, result, render, now).await.map(Replay::Fresh)
             })
         })
         .await
@@ -218,7 +248,7 @@ impl Ledger {
         atomic: bool,
         idempotency: Idempotency,
         render: Render<Vec<BatchItemResult>>,
-    ) -> Result<StoredResponse, Error> {
+    ) -> Result<Replay<StoredResponse>, Error> {
         self.batch_with(coop, items, atomic, Some((idempotency, render)))
             .await
             .map(|(_, stored)| stored.expect("rendered when idempotent"))
@@ -230,7 +260,7 @@ impl Ledger {
         items: Vec<PaymentRequest>,
         atomic: bool,
         idempotent: Option<(Idempotency, Render<Vec<BatchItemResult>>)>,
-    ) -> Result<(Vec<BatchItemResult>, Option<StoredResponse>), Error> {
+    ) -> Result<(Vec<BatchItemResult>, Option<Replay<StoredResponse>>), Error> {
         if items.is_empty() || items.len() > MAX_BATCH {
             return Err(Error::bad_request_field("payments", format!("a batch holds 1 to {MAX_BATCH} payments")));
         }
@@ -245,7 +275,7 @@ impl Ledger {
                 if let Some((idempotency, _)) = &idempotent
                     && let Some(stored) = claim(tx, idempotency, now).await?
                 {
-                    return Ok((Vec::new(), Some(stored)));
+                    return Ok((Vec::new(), Some(Replay::Replayed(stored))));
                 }
                 let run = async {
                     let record = require_coop(tx, &coop).await?;
@@ -273,7 +303,7 @@ impl Ledger {
                     }
                     (Some((idempotency, render)), result) => {
                         let stored = remember(tx, &idempotency, result, render, now).await?;
-                        Ok((Vec::new(), Some(stored)))
+                        Ok((Vec::new(), Some(Replay::Fresh(stored))))
                     }
                 }
             })
@@ -285,9 +315,9 @@ impl Ledger {
                 let stored = transaction(self.transactor.as_ref(), move |tx| {
                     Box::pin(async move {
                         if let Some(stored) = claim(tx, &idempotency, now).await? {
-                            return Ok(stored);
+                            return Ok(Replay::Replayed(stored));
                         }
-                        remember(tx, &idempotency, Err(err), render, now).await
+                        remember(tx, &idempotency, Err(err), render, now).await.map(Replay::Fresh)
                     })
                 })
                 .await?;
@@ -301,17 +331,13 @@ impl Ledger {
     /// answer, or 409 when it was used with another request. Read before the velocity limit:
     /// a replay creates nothing, so it is neither refused nor counted by it.
     pub async fn stored_answer(&self, idempotency: &Idempotency) -> Result<Option<StoredResponse>, Error> {
-        let (idempotency, now) = (idempotency.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
-                match tx.idempotency_get(&idempotency.key, not_before).await? {
-                    None => Ok(None),
-                    Some(stored) => answer(&idempotency, stored).map(Some),
-                }
-            })
-        })
-        .await
+        let not_before = self.clock.now_unix_secs().saturating_sub(IDEMPOTENCY_WINDOW_SECS);
+        // A plain read (it never queues behind the writer): an answer still being decided is
+        // not visible yet, and the claim inside the operation's own unit of work settles it.
+        match self.reads.idempotency(&idempotency.key, not_before).await? {
+            None => Ok(None),
+            Some(stored) => answer(idempotency, stored).map(Some),
+        }
     }
 
     /// Each payer's payments (and conversions) recorded since `since` (Unix seconds), as
@@ -354,7 +380,7 @@ impl Ledger {
         request: ConversionRequest,
         idempotency: Idempotency,
         render: Render<TransactionRecord>,
-    ) -> Result<StoredResponse, Error> {
+    ) -> Result<Replay<StoredResponse>, Error> {
         self.record_idempotent(coop, Transfer::Conversion(request), idempotency, render).await
     }
 
@@ -490,7 +516,7 @@ fn answer(idempotency: &Idempotency, stored: IdempotencyRecord) -> Result<Stored
     if stored.status == 0 {
         return Err(Error::conflict("a request with this Idempotency-Key is still in progress"));
     }
-    Ok(StoredResponse { status: stored.status, body: stored.body, replayed: true })
+    Ok(StoredResponse { status: stored.status, body: stored.body })
 }
 
 /// Whether a refusal is the ledger's decision (409: credit, slippage, atomic batch, state),
@@ -534,7 +560,7 @@ async fn store<T>(
         created_at: now,
     };
     tx.idempotency_put(&record).await?;
-    Ok(StoredResponse { status, body, replayed: false })
+    Ok(StoredResponse { status, body })
 }
 
 /// The payer's floor: the member's override, else the coop's limit.

@@ -8,7 +8,6 @@
 //!
 //! Nothing here knows SQL or HTTP.
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,10 +21,10 @@ use crate::governance::{Effect, Outcome, ProposalPayload, ProposalStatus};
 /// A boxed, sendable future borrowing for `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A unit of work as the transactor sees it: type-erased so one writer can run jobs of any
-/// result type in one batch.
-pub type ErasedJob =
-    Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<Box<dyn Any + Send>, Error>> + Send>;
+/// A unit of work as the transactor sees it. It answers only whether it succeeded, so one writer
+/// can run jobs of every result type in one batch; [`transaction`] hands the typed result back
+/// through a channel of the job's own type, read only once the store has committed.
+pub type Job = Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<(), Error>> + Send>;
 
 /// "Coop `coop_id` has committed events up to `seq`": the signal the event stream wakes on. The
 /// events themselves are read from the outbox by sequence number, so a lost or duplicated
@@ -68,8 +67,8 @@ pub trait StoreHealth: Send + Sync + fmt::Debug {
 /// writes remain.
 #[async_trait]
 pub trait Transactor: Send + Sync + fmt::Debug {
-    /// Runs one type-erased job. Use [`transaction`] instead.
-    async fn run_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error>;
+    /// Runs one job and commits it. Use [`transaction`] instead.
+    async fn run(&self, job: Job) -> Result<(), Error>;
 }
 
 /// Runs `job` in one store transaction and returns its result.
@@ -78,15 +77,18 @@ where
     T: Send + 'static,
     F: for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
 {
-    let erased: ErasedJob = Box::new(move |tx: &mut dyn Tx| {
+    let (result, mut committed) = tokio::sync::oneshot::channel::<T>();
+    let job: Job = Box::new(move |tx: &mut dyn Tx| {
         let future = job(tx);
-        Box::pin(async move { future.await.map(|value| Box::new(value) as Box<dyn Any + Send>) })
+        Box::pin(async move {
+            let value = future.await?;
+            // Delivered to the caller only if the store then commits (below).
+            let _ = result.send(value);
+            Ok(())
+        })
     });
-    let value = transactor.run_erased(erased).await?;
-    value
-        .downcast::<T>()
-        .map(|boxed| *boxed)
-        .map_err(|_| Error::Internal("transaction result of an unexpected type".into()))
+    transactor.run(job).await?;
+    committed.try_recv().map_err(|_| Error::Internal("a committed unit of work left no result".into()))
 }
 
 /// Everything one transaction can touch.
@@ -863,6 +865,9 @@ pub trait LedgerReads: Send + Sync + fmt::Debug {
     /// Every payment and conversion recorded at or after `since` (Unix seconds), as (payer,
     /// timestamp), oldest first: the velocity limiter's durable source.
     async fn payments_since(&self, since: u64) -> Result<Vec<(String, u64)>, Error>;
+    /// The committed answer stored under an `Idempotency-Key` (scoped key) at or after
+    /// `not_before` (Unix seconds).
+    async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error>;
 }
 
 /// Cooperative reads.

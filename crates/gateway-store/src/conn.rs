@@ -567,14 +567,8 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let row: Option<(String, String, i64, String, i64)> = self.fetch_optional("SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2", args![key, to_i64(not_before)?]).await?;
-        Ok(row.map(|(key, request_hash, status, body, created_at)| IdempotencyRecord {
-            key,
-            request_hash,
-            status: u16::try_from(status).unwrap_or(500),
-            body,
-            created_at: to_u64(created_at),
-        }))
+        let row: Option<IdempotencyRow> = self.fetch_optional("SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2", args![key, to_i64(not_before)?]).await?;
+        Ok(row.map(idempotency_from_row))
     }
 
     async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
@@ -1584,5 +1578,19 @@ impl Conn<'_> {
         self.execute("UPDATE coops SET member_count = member_count + $2 WHERE id = $1", args![coop.as_str(), delta])
             .await
             .map(|_| ())
+    }
+}
+
+/// An `idempotency` row: key, request_hash, status, body, created_at.
+pub(crate) type IdempotencyRow = (String, String, i64, String, i64);
+
+/// An [`IdempotencyRow`] as its record.
+pub(crate) fn idempotency_from_row((key, request_hash, status, body, created_at): IdempotencyRow) -> IdempotencyRecord {
+    IdempotencyRecord {
+        key,
+        request_hash,
+        status: u16::try_from(status).unwrap_or(500),
+        body,
+        created_at: to_u64(created_at),
     }
 }

@@ -12,14 +12,13 @@ mod sqlite;
 pub mod testing;
 mod writer;
 
-use std::any::Any;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, Role};
 use gateway_domain::StoreHealth;
-use gateway_domain::ports::{CoopSignal, ErasedJob, EventFeed, Transactor};
+use gateway_domain::ports::{CoopSignal, EventFeed, Job, Transactor};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Connection, SqliteConnection};
 
@@ -264,6 +263,16 @@ pub struct Store {
     feed: broadcast::Sender<CoopSignal>,
     /// Stops the WAL checkpointer of a SQLite file when the store is dropped.
     _checkpointer: Option<std::sync::mpsc::Sender<()>>,
+    /// The task relaying other replicas' NOTIFY signals (PostgreSQL), stopped with the store.
+    listener: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.abort();
+        }
+    }
 }
 
 impl Store {
@@ -290,7 +299,13 @@ impl Store {
                 let (sender, queue) = mpsc::channel(4096);
                 writer::spawn_sqlite_writer(db.writer().map_err(StoreError::Sqlite)?, queue, feed.clone())?;
                 let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
-                Ok(Self { backend: Backend::Sqlite(db), writer: Some(sender), feed, _checkpointer: checkpointer })
+                Ok(Self {
+                    backend: Backend::Sqlite(db),
+                    writer: Some(sender),
+                    feed,
+                    _checkpointer: checkpointer,
+                    listener: None,
+                })
             }
             StoreSpec::Postgres(url) => {
                 // sqlx's messages may quote the URL (a malformed one, a refused option): say
@@ -305,8 +320,14 @@ impl Store {
                     .run(&pool)
                     .await
                     .map_err(|e| StoreError::Postgres(scrub(&format!("migration failed: {e}"), url)))?;
-                tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone()));
-                Ok(Self { backend: Backend::Postgres(pool), writer: None, feed, _checkpointer: None })
+                let listener = tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone())).abort_handle();
+                Ok(Self {
+                    backend: Backend::Postgres(pool),
+                    writer: None,
+                    feed,
+                    _checkpointer: None,
+                    listener: Some(listener),
+                })
             }
         }
     }
@@ -322,7 +343,7 @@ impl Store {
 
 #[async_trait]
 impl Transactor for Store {
-    async fn run_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error> {
+    async fn run(&self, job: Job) -> Result<(), Error> {
         match (&self.backend, &self.writer) {
             (Backend::Sqlite(_), Some(writer)) => {
                 let (job, answer) = writer::Job::new(job);

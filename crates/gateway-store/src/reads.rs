@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ports::transaction;
 use gateway_domain::ports::{
-    ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery, LedgerReads,
-    MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord,
-    TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
+    ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery,
+    IdempotencyRecord, LedgerReads, MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord,
+    RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
 
 use crate::conn::{Arg, Conn, Db, Row};
@@ -184,6 +184,17 @@ impl LedgerReads for Store {
             )
             .await?;
         Ok(rows.into_iter().map(|(payer, at)| (payer, to_u64(at))).collect())
+    }
+
+    async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
+        let row: Option<crate::conn::IdempotencyRow> = self
+            .read_optional(
+                "SELECT key, request_hash, status, body, created_at FROM idempotency \
+                 WHERE key = $1 AND created_at >= $2 AND status <> 0",
+                args![key, to_i64(not_before)?],
+            )
+            .await?;
+        Ok(row.map(crate::conn::idempotency_from_row))
     }
 }
 

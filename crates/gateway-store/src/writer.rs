@@ -7,12 +7,11 @@
 //! concurrently, each in its own transaction; its row locks (taken in a fixed order by the
 //! primitives) serialise conflicting jobs, and the server groups commits itself.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 use gateway_core::Error;
-use gateway_domain::ports::{CoopSignal, ErasedJob};
+use gateway_domain::ports::{CoopSignal, Job as Work};
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
@@ -24,11 +23,11 @@ use crate::sqlite::WriterConn;
 /// Most jobs committed together.
 const MAX_GROUP: usize = 512;
 
-type JobResult = Result<Box<dyn Any + Send>, Error>;
+type JobResult = Result<(), Error>;
 
 /// A job queued for the SQLite writer.
 pub(crate) struct Job {
-    work: ErasedJob,
+    work: Work,
     reply: oneshot::Sender<JobResult>,
 }
 
@@ -39,7 +38,7 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    pub(crate) fn new(work: ErasedJob) -> (Self, oneshot::Receiver<JobResult>) {
+    pub(crate) fn new(work: Work) -> (Self, oneshot::Receiver<JobResult>) {
         let (reply, receiver) = oneshot::channel();
         (Self { work, reply }, receiver)
     }
@@ -148,10 +147,7 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
 /// Runs one job in its own savepoint, so that a failing job undoes only its own writes. The
 /// outer error means the savepoint could not be opened or closed, and the transaction can no
 /// longer be trusted.
-async fn run_in_savepoint(
-    db: &mut rusqlite::Connection,
-    work: ErasedJob,
-) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+async fn run_in_savepoint(db: &mut rusqlite::Connection, work: Work) -> Result<(JobResult, Vec<CoopSignal>), Error> {
     exec(db, "SAVEPOINT job")?;
     let (result, appended) = run_job(db, work).await;
     if result.is_err() {
@@ -163,7 +159,7 @@ async fn run_in_savepoint(
 
 /// Runs one job on the writer's connection, inside the savepoint the caller opened. Its
 /// statements run synchronously, so its future completes without waiting on anything else.
-async fn run_job(db: &mut rusqlite::Connection, work: ErasedJob) -> (JobResult, Vec<CoopSignal>) {
+async fn run_job(db: &mut rusqlite::Connection, work: Work) -> (JobResult, Vec<CoopSignal>) {
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Sqlite(db));
         let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
@@ -183,7 +179,7 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 }
 
 /// Runs one job in its own PostgreSQL transaction.
-pub(crate) async fn run_postgres(pool: &PgPool, work: ErasedJob, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
+pub(crate) async fn run_postgres(pool: &PgPool, work: Work, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
     let mut tx = pool.begin().await.map_err(db_error)?;
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Postgres(&mut tx));
@@ -192,12 +188,12 @@ pub(crate) async fn run_postgres(pool: &PgPool, work: ErasedJob, feed: &broadcas
     };
     let result = outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into())));
     match result {
-        Ok(value) => {
+        Ok(()) => {
             tx.commit().await.map_err(db_error)?;
             for signal in appended {
                 let _ = feed.send(signal);
             }
-            Ok(value)
+            Ok(())
         }
         Err(err) => {
             let _ = tx.rollback().await;

@@ -4,7 +4,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageInfo, PageRequest};
-use gateway_domain::ledger::{Idempotency, StoredResponse};
+use gateway_domain::ledger::{Idempotency, Replay, StoredResponse};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -113,10 +113,12 @@ pub fn render<T>(ok_status: u16, to_json: impl FnOnce(&T) -> Value, result: &Res
 pub const REPLAYED: &str = "idempotent-replayed";
 
 /// A stored response as an HTTP response; replays carry `Idempotent-Replayed: true`.
-pub fn stored(response: StoredResponse) -> Response {
+pub fn stored(answer: Replay<StoredResponse>) -> Response {
+    let replayed = answer.is_replayed();
+    let response = answer.into_inner();
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut answer = (status, [(axum::http::header::CONTENT_TYPE, "application/json")], response.body).into_response();
-    if response.replayed {
+    if replayed {
         answer.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
     }
     answer

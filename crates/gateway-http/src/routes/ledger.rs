@@ -7,7 +7,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Did, Error};
 use gateway_domain::ledger::{
-    BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, is_system, transaction_json,
+    BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, StoredResponse, is_system,
+    transaction_json,
 };
 use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
 use serde::Deserialize;
@@ -95,10 +96,30 @@ impl PaymentBody {
     }
 }
 
+/// A payment-creating operation's answer, and whether it created something now: only that is
+/// counted by the velocity limit (refusals and replays of an earlier answer are not).
+struct Created {
+    response: Response,
+    fresh_success: bool,
+}
+
+impl Created {
+    /// An answer without an `Idempotency-Key`: a success is always new.
+    fn now(response: Response) -> Self {
+        Self { response, fresh_success: true }
+    }
+
+    /// An answer under an `Idempotency-Key`, as the ledger decided it: new or replayed.
+    fn keyed(answer: Replay<StoredResponse>) -> Self {
+        let fresh_success = matches!(&answer, Replay::Fresh(r) if (200..300).contains(&r.status));
+        Self { response: stored(answer), fresh_success }
+    }
+}
+
 /// Runs a payment-creating operation under velocity permits (one per payment): they are kept
-/// only when the answer is a new success. A keyed request whose key already has a stored
-/// answer is answered with it first: a replay creates nothing, so the velocity limit neither
-/// refuses nor counts it.
+/// only when the operation created something now. A keyed request whose key already has a
+/// stored answer is answered with it first: a replay creates nothing, so the velocity limit
+/// neither refuses nor counts it.
 async fn with_velocity<F, Fut>(
     state: &AppState,
     payer: &Did,
@@ -108,12 +129,12 @@ async fn with_velocity<F, Fut>(
 ) -> ApiResult<Response>
 where
     F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = ApiResult<Response>>,
+    Fut: std::future::Future<Output = ApiResult<Created>>,
 {
     if let Some(key) = key
         && let Some(answer) = state.ledger.stored_answer(key).await?
     {
-        return Ok(stored(answer));
+        return Ok(stored(Replay::Replayed(answer)));
     }
     let mut permits = Vec::with_capacity(count);
     for _ in 0..count {
@@ -126,12 +147,10 @@ where
         }
     }
     let result = operation().await;
-    // Only a new success counts: refusals and replays of an earlier answer give the slot back.
-    let counted = result.as_ref().is_ok_and(|r| r.status().is_success() && !r.headers().contains_key(common::REPLAYED));
-    if !counted {
+    if !result.as_ref().is_ok_and(|created| created.fresh_success) {
         permits.into_iter().for_each(|p| p.cancel());
     }
-    result
+    result.map(|created| created.response)
 }
 
 async fn pay(
@@ -148,10 +167,10 @@ async fn pay(
     let key = idempotency(headers, caller, &coop, uri.path(), body)?;
     with_velocity(state, &caller.did, 1, key.clone().as_ref(), || async {
         match key {
-            None => Ok(transaction_response(&state.ledger.pay(&coop, request).await?)),
+            None => Ok(Created::now(transaction_response(&state.ledger.pay(&coop, request).await?))),
             Some(key) => {
                 let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
-                Ok(stored(state.ledger.pay_idempotent(&coop, request, key, render).await?))
+                Ok(Created::keyed(state.ledger.pay_idempotent(&coop, request, key, render).await?))
             }
         }
     })
@@ -386,11 +405,11 @@ pub async fn batch(
         match key {
             None => {
                 let results = state.ledger.batch(&coop, items, atomic).await?;
-                Ok((StatusCode::OK, axum::Json(batch_json(&results))).into_response())
+                Ok(Created::now((StatusCode::OK, axum::Json(batch_json(&results))).into_response()))
             }
             Some(key) => {
                 let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| render(200, |v| batch_json(v), r));
-                Ok(stored(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
+                Ok(Created::keyed(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
             }
         }
     })
@@ -505,10 +524,10 @@ pub async fn convert(
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
     with_velocity(&state, &caller.did, 1, key.clone().as_ref(), || async {
         match key {
-            None => Ok(transaction_response(&state.ledger.convert(&coop, conversion).await?)),
+            None => Ok(Created::now(transaction_response(&state.ledger.convert(&coop, conversion).await?))),
             Some(key) => {
                 let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
-                Ok(stored(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
+                Ok(Created::keyed(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
             }
         }
     })

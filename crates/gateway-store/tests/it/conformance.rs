@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
-use gateway_domain::ledger::{Idempotency, PaymentRequest, StoredResponse};
+use gateway_domain::ledger::{Idempotency, PaymentRequest, Replay, StoredResponse};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::ports::{
     EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, SigningKeyRecord, TrustEdge,
@@ -118,16 +118,16 @@ async fn idempotent_payments(backend: Backend) {
     };
     let first = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
     let again = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
+    assert!(!first.is_replayed() && again.is_replayed());
+    let (first, again) = (first.into_inner(), again.into_inner());
     assert_eq!((first.status, &first.body), (again.status, &again.body));
-    assert!(!first.replayed && again.replayed);
     assert_eq!(balance(&f, &coop, 0).await, units(-3), "one payment only");
     let other = f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await;
     assert!(matches!(other, Err(Error::Conflict { .. })));
     // After 24 h the key may be used again.
     f.clock.advance_secs(24 * 3600 + 1);
-    let later: StoredResponse =
-        f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await.unwrap();
-    assert_eq!(later.status, 201);
+    let later = f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await.unwrap();
+    assert_eq!(later, Replay::Fresh(StoredResponse { status: 201, body: later.get().body.clone() }));
 }
 
 async fn trust_edges_survive_reload(backend: Backend) {

@@ -72,7 +72,8 @@ pub async fn one_key_many_payments(r: &mut Round) -> Vec<String> {
             });
             let op = f.ledger.pay_idempotent(&coop, payment(0, 1, amount), idempotency, render);
             h.run(p, "pay_idempotent", format!("key={key} did0 -> did1 {amount}"), op, |s| {
-                format!("{} {}{}", s.status, s.body, if s.replayed { " (replayed)" } else { "" })
+                let replayed = if s.is_replayed() { " (replayed)" } else { "" };
+                format!("{} {}{replayed}", s.get().status, s.get().body)
             })
             .await
         }
