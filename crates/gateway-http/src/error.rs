@@ -85,7 +85,7 @@ impl ApiError {
         }
     }
 
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             ApiError::Core(Error::Internal(_)) => "internal error".to_owned(),
             ApiError::Core(Error::ServiceUnavailable(_)) => "service unavailable".to_owned(),

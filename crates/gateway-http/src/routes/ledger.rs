@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Did, Error};
 use gateway_domain::ledger::{
     BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, StoredResponse, is_system,
-    transaction_json,
 };
 use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
 use serde::Deserialize;
@@ -19,7 +18,7 @@ use crate::caller::scopes::{LedgerRead, LedgerWrite, OracleRead, OracleWrite};
 use crate::caller::{Authorized, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, JsonBytes, Path, Query, parse_json};
-use crate::routes::common::{self, PageQuery, idempotency, list, payment_amount, render, stored};
+use crate::routes::common::{self, PageQuery, idempotency, payment_amount, render, stored};
 use crate::state::AppState;
 
 /// A payment (both families; `description` is the short family's memo).
@@ -40,7 +39,7 @@ pub struct PaymentBody {
     pub description: Option<String>,
 }
 
-/// A recorded transaction.
+/// A recorded transaction: a payment, or a conversion with its conversion fields.
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct TransactionDto {
     /// Id.
@@ -60,16 +59,135 @@ pub struct TransactionDto {
     pub memo: Option<String>,
     /// Unix seconds.
     pub timestamp: u64,
-    /// Conversions: target currency.
+    /// Conversions: currency credited to the payee.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub to_currency: Option<String>,
-    /// Conversions: net amount credited.
+    /// Conversions: the rate applied (target units per source unit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>, nullable = false)]
+    pub rate: Option<Amount>,
+    /// Conversions: `amount × rate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>, nullable = false)]
+    pub gross_target_amount: Option<Amount>,
+    /// Conversions: the fee kept by the coop's exchange account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>, nullable = false)]
+    pub fee_amount: Option<Amount>,
+    /// Conversions: the amount credited to the payee.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<f64>, nullable = false)]
     pub net_target_amount: Option<Amount>,
 }
 
+impl From<&TransactionRecord> for TransactionDto {
+    fn from(record: &TransactionRecord) -> Self {
+        let leg = record.conversion.as_ref();
+        Self {
+            id: record.id.clone(),
+            kind: record.kind.as_str().to_owned(),
+            from: record.from.clone(),
+            to: record.to.clone(),
+            amount: record.amount,
+            currency: record.currency.to_string(),
+            memo: record.memo.clone(),
+            timestamp: record.timestamp,
+            to_currency: leg.map(|l| l.to_currency.to_string()),
+            rate: leg.map(|l| l.rate),
+            gross_target_amount: leg.map(|l| l.gross_target_amount),
+            fee_amount: leg.map(|l| l.fee_amount),
+            net_target_amount: leg.map(|l| l.net_target_amount),
+        }
+    }
+}
+
+/// A transaction as the stored body of a keyed request.
+fn transaction_value(record: &TransactionRecord) -> Value {
+    serde_json::to_value(TransactionDto::from(record)).expect("a DTO serialises")
+}
+
+/// A page's position in the whole list.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct PaginationDto {
+    /// Page size used.
+    pub limit: u32,
+    /// Items skipped.
+    pub offset: u64,
+    /// Items in the whole list.
+    pub total: u64,
+    /// Whether items remain after this page.
+    pub has_more: bool,
+}
+
+impl From<gateway_core::PageInfo> for PaginationDto {
+    fn from(page: gateway_core::PageInfo) -> Self {
+        Self { limit: page.limit, offset: page.offset, total: page.total, has_more: page.has_more }
+    }
+}
+
+/// A page of a coop's history, newest first.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct TransactionPage {
+    /// The transactions.
+    pub transactions: Vec<TransactionDto>,
+    /// Where this page is.
+    pub pagination: PaginationDto,
+}
+
+/// The outcome of one batch item.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct BatchItemDto {
+    /// Whether the payment was recorded.
+    pub success: bool,
+    /// The transaction's id, on success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub id: Option<String>,
+    /// Why it was refused, otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub error: Option<String>,
+    /// The refusal's code, e.g. `INSUFFICIENT_CREDIT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub code: Option<String>,
+}
+
+/// A batch's outcome, item by item, in request order.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct BatchDto {
+    /// Payments recorded.
+    pub succeeded: usize,
+    /// Payments refused.
+    pub failed: usize,
+    /// One result per payment.
+    pub results: Vec<BatchItemDto>,
+}
+
+impl From<&[BatchItemResult]> for BatchDto {
+    fn from(results: &[BatchItemResult]) -> Self {
+        let succeeded = results.iter().filter(|r| r.record.is_some()).count();
+        let results = results
+            .iter()
+            .map(|r| match (&r.record, &r.error) {
+                (Some(record), _) => {
+                    BatchItemDto { success: true, id: Some(record.id.clone()), error: None, code: None }
+                }
+                (None, error) => BatchItemDto {
+                    success: false,
+                    id: None,
+                    error: error.as_ref().map(|e| ApiError::from(e.clone()).message()),
+                    code: error.as_ref().map(|e| e.code().as_str().to_owned()),
+                },
+            })
+            .collect::<Vec<_>>();
+        Self { succeeded, failed: results.len() - succeeded, results }
+    }
+}
+
 fn transaction_response(record: &TransactionRecord) -> Response {
-    (StatusCode::CREATED, axum::Json(transaction_json(record))).into_response()
+    (StatusCode::CREATED, Json(TransactionDto::from(record))).into_response()
 }
 
 impl PaymentBody {
@@ -169,7 +287,7 @@ async fn pay(
         match key {
             None => Ok(Created::now(transaction_response(&state.ledger.pay(&coop, request).await?))),
             Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_value, r));
                 Ok(Created::keyed(state.ledger.pay_idempotent(&coop, request, key, render).await?))
             }
         }
@@ -309,7 +427,7 @@ pub struct HistoryParams {
     pub currency: Option<String>,
 }
 
-async fn history_of(state: &AppState, coop: CoopId, params: HistoryParams) -> ApiResult<Json<Value>> {
+async fn history_of(state: &AppState, coop: CoopId, params: HistoryParams) -> ApiResult<Json<TransactionPage>> {
     let page = PageQuery { limit: params.limit, offset: params.offset }.page()?;
     state.coops.get(&coop).await?;
     let query = HistoryQuery {
@@ -319,33 +437,36 @@ async fn history_of(state: &AppState, coop: CoopId, params: HistoryParams) -> Ap
         page,
     };
     let (items, total) = state.ledger.history(query).await?;
-    Ok(Json(Value::Object(list("transactions", items.iter().map(transaction_json).collect(), page.info(total)))))
+    Ok(Json(TransactionPage {
+        transactions: items.iter().map(TransactionDto::from).collect(),
+        pagination: page.info(total).into(),
+    }))
 }
 
 /// The coop's history, newest first.
 #[utoipa::path(get, path = "/v1/ledger/{coop}/history", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path), HistoryParams),
-    responses((status = 200, description = "`{transactions, pagination}`", body = Object)))]
+    responses((status = 200, description = "A page of transactions, newest first", body = TransactionPage)))]
 pub async fn history(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
     Path(coop): Path<String>,
     Query(params): Query<HistoryParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TransactionPage>> {
     let coop = common::path_coop(&caller, &coop)?;
     history_of(&state, coop, params).await
 }
 
 /// The token coop's history (short family).
 #[utoipa::path(get, path = "/ledger/history", tag = "ledger", security(("bearer" = [])), params(HistoryParams),
-    responses((status = 200, description = "`{transactions, pagination}`", body = Object),
+    responses((status = 200, description = "A page of transactions, newest first", body = TransactionPage),
               (status = 404, description = "The token's cooperative does not exist",
                body = crate::openapi::ErrorBody)))]
 pub async fn short_history(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
     Query(params): Query<HistoryParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TransactionPage>> {
     let coop = caller.coop()?.clone();
     history_of(&state, coop, params).await
 }
@@ -360,24 +481,11 @@ pub struct BatchBody {
     pub atomic: bool,
 }
 
-fn batch_json(results: &[BatchItemResult]) -> Value {
-    let succeeded = results.iter().filter(|r| r.record.is_some()).count();
-    let items: Vec<Value> = results
-        .iter()
-        .map(|r| match (&r.record, &r.error) {
-            (Some(record), _) => json!({ "success": true, "id": record.id }),
-            (None, Some(err)) => json!({ "success": false, "error": ApiError::from(err.clone()).status_and_body().1["error"], "code": err.code().as_str() }),
-            (None, None) => json!({ "success": false }),
-        })
-        .collect();
-    json!({ "succeeded": succeeded, "failed": results.len() - succeeded, "results": items })
-}
-
 /// Several payments by the caller in one request.
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payments/batch", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     request_body = BatchBody,
-    responses((status = 200, description = "`{succeeded, failed, results}`", body = Object),
+    responses((status = 200, description = "Each payment's outcome, in request order", body = BatchDto),
               (status = 409, description = "An atomic batch was refused by one of its payments (the message names it), \
 or the Idempotency-Key was used with another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn batch(
@@ -405,10 +513,12 @@ pub async fn batch(
         match key {
             None => {
                 let results = state.ledger.batch(&coop, items, atomic).await?;
-                Ok(Created::now((StatusCode::OK, axum::Json(batch_json(&results))).into_response()))
+                Ok(Created::now((StatusCode::OK, Json(BatchDto::from(results.as_slice()))).into_response()))
             }
             Some(key) => {
-                let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| render(200, |v| batch_json(v), r));
+                let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| {
+                    render(200, |v| serde_json::to_value(BatchDto::from(v.as_slice())).expect("a DTO serialises"), r)
+                });
                 Ok(Created::keyed(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
             }
         }
@@ -526,7 +636,7 @@ pub async fn convert(
         match key {
             None => Ok(Created::now(transaction_response(&state.ledger.convert(&coop, conversion).await?))),
             Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_json, r));
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_value, r));
                 Ok(Created::keyed(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
             }
         }

@@ -219,7 +219,27 @@ async fn conversions_with_rates_fees_and_slippage_bounds() {
         .await;
     assert_eq!(done.status, StatusCode::CREATED, "{}", done.body);
     assert_eq!(done.body["kind"], "conversion");
-    assert_eq!(done.body["net_target_amount"], json!(24.75));
+    let conversion_fields = json!({ "to_currency": "eur", "rate": 2.5, "gross_target_amount": 25, "fee_amount": 0.25, "net_target_amount": 24.75 });
+    for (field, value) in conversion_fields.as_object().unwrap() {
+        assert_eq!(&done.body[field], value, "{field} in {}", done.body);
+    }
+    // The history shows the same record; a payment has none of the conversion fields.
+    let history = app.get("/v1/ledger/c1/history", &tokens[0]).await;
+    let listed = &history.body["transactions"][0];
+    assert_eq!(listed, &done.body, "the history lists the conversion as it was answered");
+    let pay = app
+        .post_as("/v1/ledger/c1/payment", json!({ "from": did_of(2), "to": did_of(3), "amount": 1 }), &tokens[0])
+        .await;
+    assert_eq!(pay.status, StatusCode::CREATED, "{}", pay.body);
+    for field in conversion_fields.as_object().unwrap().keys() {
+        assert!(pay.body.get(field).is_none(), "a payment has no {field}: {}", pay.body);
+    }
+    // The document describes the conversion fields the answers carry.
+    let doc = app.call(Method::GET, "/api-docs/openapi.json", None, None).await.body;
+    let documented = &doc["components"]["schemas"]["TransactionDto"]["properties"];
+    for field in conversion_fields.as_object().unwrap().keys() {
+        assert!(documented[field].is_object(), "TransactionDto documents {field}");
+    }
     let payee = app.get(&format!("/v1/ledger/c1/balance/{}?currency=eur", did_of(3)), &tokens[1]).await;
     assert_eq!(payee.body["balance"], json!(24.75));
     let exchange = app.get("/v1/ledger/c1/balance/coop:c1:exchange?currency=hours", &tokens[0]).await;
