@@ -61,6 +61,25 @@ impl PageQuery {
     }
 }
 
+/// A page's position in the whole list.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct PaginationDto {
+    /// Page size used.
+    pub limit: u32,
+    /// Items skipped.
+    pub offset: u64,
+    /// Items in the whole list.
+    pub total: u64,
+    /// Whether items remain after this page.
+    pub has_more: bool,
+}
+
+impl From<gateway_core::PageInfo> for PaginationDto {
+    fn from(page: gateway_core::PageInfo) -> Self {
+        Self { limit: page.limit, offset: page.offset, total: page.total, has_more: page.has_more }
+    }
+}
+
 /// `{"<name>": [...], "pagination": {...}}`.
 pub fn list(name: &str, items: Vec<Value>, page: PageInfo) -> Map<String, Value> {
     let mut map = Map::new();

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, Error, Role};
-use gateway_domain::coops::{NewCoop, SettingsPatch, settings_json};
-use gateway_domain::ports::{CoopRecord, MemberRecord};
+use gateway_domain::coops::{NewCoop, SettingsPatch, fee_percent};
+use gateway_domain::ports::{CoopRecord, CoopSettings, MemberRecord};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -14,7 +14,7 @@ use crate::caller::Authorized;
 use crate::caller::scopes::{CoopRead, CoopWrite};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
-use crate::routes::common::{self, PageQuery, list};
+use crate::routes::common::{self, PageQuery, PaginationDto};
 use crate::state::AppState;
 
 /// Creating a coop.
@@ -73,7 +73,37 @@ pub struct SettingsBody {
     pub quorum_percent: Option<u32>,
 }
 
-/// Coop record (schema).
+/// A coop's settings.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct SettingsDto {
+    /// Currency of payments that name none.
+    pub default_currency: String,
+    /// Default lowest balance (zero or negative).
+    #[schema(value_type = f64)]
+    pub credit_limit: Amount,
+    /// Payments of at least this amount need trust 0.5.
+    #[schema(value_type = f64)]
+    pub high_value_threshold: Amount,
+    /// Conversion fee, percent.
+    #[schema(value_type = f64)]
+    pub conversion_fee_percent: Amount,
+    /// Governance quorum, percent.
+    pub quorum_percent: u32,
+}
+
+impl From<&CoopSettings> for SettingsDto {
+    fn from(settings: &CoopSettings) -> Self {
+        Self {
+            default_currency: settings.default_currency.to_string(),
+            credit_limit: settings.credit_limit,
+            high_value_threshold: settings.high_value_threshold,
+            conversion_fee_percent: fee_percent(settings.conversion_fee_ppm),
+            quorum_percent: settings.quorum_percent,
+        }
+    }
+}
+
+/// A cooperative.
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct CoopDto {
     /// Id.
@@ -89,13 +119,27 @@ pub struct CoopDto {
     /// Creator DID.
     pub created_by: String,
     /// Settings.
-    #[schema(value_type = Object)]
-    pub settings: Value,
+    pub settings: SettingsDto,
     /// Members.
     pub member_count: u64,
 }
 
-/// Member record (schema).
+impl From<&CoopRecord> for CoopDto {
+    fn from(coop: &CoopRecord) -> Self {
+        Self {
+            id: coop.id.to_string(),
+            name: coop.name.clone(),
+            coop_type: coop.coop_type.clone(),
+            description: coop.description.clone(),
+            created_at: coop.created_at,
+            created_by: coop.created_by.to_string(),
+            settings: SettingsDto::from(&coop.settings),
+            member_count: coop.member_count,
+        }
+    }
+}
+
+/// A member of a cooperative.
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct MemberDto {
     /// DID.
@@ -104,35 +148,42 @@ pub struct MemberDto {
     pub role: String,
     /// Unix seconds.
     pub joined_at: u64,
-    /// Override of the coop's credit limit.
+    /// Override of the coop's credit limit; `null` when the coop's limit applies.
     #[schema(value_type = Option<f64>)]
     pub credit_limit: Option<Amount>,
 }
 
-fn coop_json(coop: &CoopRecord) -> Value {
-    json!({
-        "id": coop.id.as_str(),
-        "name": coop.name,
-        "coop_type": coop.coop_type,
-        "description": coop.description,
-        "created_at": coop.created_at,
-        "created_by": coop.created_by.as_str(),
-        "settings": settings_json(&coop.settings),
-        "member_count": coop.member_count,
-    })
+impl From<&MemberRecord> for MemberDto {
+    fn from(member: &MemberRecord) -> Self {
+        Self {
+            did: member.did.to_string(),
+            role: member.role.as_str().to_owned(),
+            joined_at: member.joined_at,
+            credit_limit: member.credit_limit,
+        }
+    }
 }
 
-fn member_json(member: &MemberRecord) -> Value {
-    json!({
-        "did": member.did.as_str(),
-        "role": member.role.as_str(),
-        "joined_at": member.joined_at,
-        "credit_limit": member.credit_limit,
-    })
+/// A page of the caller's cooperatives.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct CoopPage {
+    /// The cooperatives.
+    pub coops: Vec<CoopDto>,
+    /// Where this page is.
+    pub pagination: PaginationDto,
 }
 
-fn created(value: Value) -> Response {
-    (StatusCode::CREATED, axum::Json(value)).into_response()
+/// A page of a cooperative's members.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct MemberPage {
+    /// The members.
+    pub members: Vec<MemberDto>,
+    /// Where this page is.
+    pub pagination: PaginationDto,
+}
+
+fn created<T: serde::Serialize>(dto: T) -> Response {
+    (StatusCode::CREATED, Json(dto)).into_response()
 }
 
 fn role(text: Option<&str>) -> ApiResult<Role> {
@@ -158,7 +209,7 @@ pub async fn create(
     let id = body.id.as_deref().map(common::coop_id).transpose()?;
     let request = NewCoop { id, name: body.name, coop_type: body.coop_type, description: body.description };
     let coop = state.coops.create(&caller.did, &token_coop, request).await?;
-    Ok(created(coop_json(&coop)))
+    Ok(created(CoopDto::from(&coop)))
 }
 
 /// Creates a coop (short family).
@@ -176,25 +227,25 @@ pub async fn short_create(
 
 /// Coops the caller is a member of.
 #[utoipa::path(get, path = "/v1/coops", tag = "coops", security(("bearer" = [])), params(PageQuery),
-    responses((status = 200, description = "`{coops, pagination}`", body = Object)))]
+    responses((status = 200, description = "A page of the caller's cooperatives", body = CoopPage)))]
 pub async fn list_coops(
     State(state): State<AppState>,
     caller: Authorized<CoopRead>,
     Query(query): Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CoopPage>> {
     let page = query.page()?;
     let (coops, total) = state.coops.list_for(&caller.did, page).await?;
-    Ok(Json(Value::Object(list("coops", coops.iter().map(coop_json).collect(), page.info(total)))))
+    Ok(Json(CoopPage { coops: coops.iter().map(CoopDto::from).collect(), pagination: page.info(total).into() }))
 }
 
 /// Coops the caller is a member of (short family).
 #[utoipa::path(get, path = "/coops", tag = "coops", security(("bearer" = [])), params(PageQuery),
-    responses((status = 200, description = "`{coops, pagination}`", body = Object)))]
+    responses((status = 200, description = "A page of the caller's cooperatives", body = CoopPage)))]
 pub async fn short_list_coops(
     state: State<AppState>,
     caller: Authorized<CoopRead>,
     query: Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CoopPage>> {
     list_coops(state, caller, query).await
 }
 
@@ -205,9 +256,9 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Authorized<CoopRead>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CoopDto>> {
     let coop = common::path_coop(&caller, &id)?;
-    Ok(Json(coop_json(&state.coops.get(&coop).await?)))
+    Ok(Json(CoopDto::from(&state.coops.get(&coop).await?)))
 }
 
 /// A coop's details (short family).
@@ -217,34 +268,34 @@ pub async fn short_get(
     state: State<AppState>,
     caller: Authorized<CoopRead>,
     id: Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CoopDto>> {
     get(state, caller, id).await
 }
 
 /// Members of the coop.
 #[utoipa::path(get, path = "/v1/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path), PageQuery),
-    responses((status = 200, description = "`{members, pagination}`", body = Object)))]
+    responses((status = 200, description = "A page of the cooperative's members", body = MemberPage)))]
 pub async fn members(
     State(state): State<AppState>,
     caller: Authorized<CoopRead>,
     Path(id): Path<String>,
     Query(query): Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<MemberPage>> {
     let coop = common::path_coop(&caller, &id)?;
     let page = query.page()?;
     let (members, total) = state.coops.members(&coop, page).await?;
-    Ok(Json(Value::Object(list("members", members.iter().map(member_json).collect(), page.info(total)))))
+    Ok(Json(MemberPage { members: members.iter().map(MemberDto::from).collect(), pagination: page.info(total).into() }))
 }
 
 /// Members of the coop (short family).
 #[utoipa::path(get, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path), PageQuery),
-    responses((status = 200, description = "`{members, pagination}`", body = Object)))]
+    responses((status = 200, description = "A page of the cooperative's members", body = MemberPage)))]
 pub async fn short_members(
     state: State<AppState>,
     caller: Authorized<CoopRead>,
     id: Path<String>,
     query: Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<MemberPage>> {
     members(state, caller, id, query).await
 }
 
@@ -263,7 +314,7 @@ pub async fn add_member(
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &body.did)?;
     let member = state.coops.add_member(&coop, &did, role(body.role.as_deref())?).await?;
-    Ok(created(member_json(&member)))
+    Ok(created(MemberDto::from(&member)))
 }
 
 /// Adds a member (short family).
@@ -305,11 +356,11 @@ pub async fn set_role(
     caller: Authorized<CoopWrite>,
     Path((id, did)): Path<(String, String)>,
     Json(body): Json<RoleBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<MemberDto>> {
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
     let member = state.coops.set_role(&coop, &did, role(Some(&body.role))?).await?;
-    Ok(Json(member_json(&member)))
+    Ok(Json(MemberDto::from(&member)))
 }
 
 /// Sets a member's credit-limit override.
@@ -321,10 +372,10 @@ pub async fn set_credit_limit(
     caller: Authorized<CoopWrite>,
     Path((id, did)): Path<(String, String)>,
     Json(body): Json<CreditLimitBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<MemberDto>> {
     let coop = common::path_coop(&caller, &id)?;
     let did = common::did("did", &did)?;
-    Ok(Json(member_json(&state.coops.set_member_credit_limit(&coop, &did, body.credit_limit).await?)))
+    Ok(Json(MemberDto::from(&state.coops.set_member_credit_limit(&coop, &did, body.credit_limit).await?)))
 }
 
 /// Changes the coop's settings.
@@ -335,10 +386,10 @@ pub async fn update_settings(
     caller: Authorized<CoopWrite>,
     Path(id): Path<String>,
     Json(body): Json<serde_json::Map<String, Value>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CoopDto>> {
     let coop = common::path_coop(&caller, &id)?;
     let patch = SettingsPatch::from_wire(&body)?;
-    Ok(Json(coop_json(&state.coops.update_settings(&coop, patch).await?)))
+    Ok(Json(CoopDto::from(&state.coops.update_settings(&coop, patch).await?)))
 }
 
 /// Public statistics of a coop (no token).

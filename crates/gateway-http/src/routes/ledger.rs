@@ -107,32 +107,13 @@ fn transaction_value(record: &TransactionRecord) -> Value {
     serde_json::to_value(TransactionDto::from(record)).expect("a DTO serialises")
 }
 
-/// A page's position in the whole list.
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub struct PaginationDto {
-    /// Page size used.
-    pub limit: u32,
-    /// Items skipped.
-    pub offset: u64,
-    /// Items in the whole list.
-    pub total: u64,
-    /// Whether items remain after this page.
-    pub has_more: bool,
-}
-
-impl From<gateway_core::PageInfo> for PaginationDto {
-    fn from(page: gateway_core::PageInfo) -> Self {
-        Self { limit: page.limit, offset: page.offset, total: page.total, has_more: page.has_more }
-    }
-}
-
 /// A page of a coop's history, newest first.
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct TransactionPage {
     /// The transactions.
     pub transactions: Vec<TransactionDto>,
     /// Where this page is.
-    pub pagination: PaginationDto,
+    pub pagination: common::PaginationDto,
 }
 
 /// The outcome of one batch item.
