@@ -6,7 +6,6 @@ use axum::response::{IntoResponse, Response};
 use gateway_domain::ports::TrustEdge;
 use gateway_limits::TrustClass;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::caller::Authorized;
@@ -36,13 +35,42 @@ pub struct ScoreDto {
     pub class: String,
 }
 
-fn edge_json(edge: &TrustEdge) -> Value {
-    json!({
-        "source_did": edge.source.as_str(),
-        "target_did": edge.target.as_str(),
-        "score": edge.score,
-        "updated_at": edge.updated_at,
-    })
+/// A trust edge: `source_did` trusts `target_did` at `score`.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct EdgeDto {
+    /// Who trusts.
+    pub source_did: String,
+    /// Whom.
+    pub target_did: String,
+    /// `0 ..= 1`.
+    pub score: f64,
+    /// Unix seconds.
+    pub updated_at: u64,
+    /// In a DID's edge list: `outgoing` (the DID trusts) or `incoming` (the DID is trusted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub direction: Option<&'static str>,
+}
+
+impl From<&TrustEdge> for EdgeDto {
+    fn from(edge: &TrustEdge) -> Self {
+        Self {
+            source_did: edge.source.to_string(),
+            target_did: edge.target.to_string(),
+            score: edge.score,
+            updated_at: edge.updated_at,
+            direction: None,
+        }
+    }
+}
+
+/// A page of a DID's edges, outgoing first.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct EdgePage {
+    /// The edges, each with its `direction`.
+    pub edges: Vec<EdgeDto>,
+    /// Where this page is.
+    pub pagination: common::PaginationDto,
 }
 
 /// The score and class of a DID.
@@ -71,14 +99,14 @@ pub async fn short_score(
 
 /// A DID's edges, outgoing first, then incoming, each marked with its `direction`.
 #[utoipa::path(get, path = "/v1/trust/{did}/edges", tag = "trust", security(("bearer" = [])), params(("did" = String, Path), PageQuery),
-    responses((status = 200, description = "`{edges: [{source_did, target_did, score, updated_at, direction}], pagination}`", body = Object),
+    responses((status = 200, description = "A page of the DID's edges, outgoing first", body = EdgePage),
               (status = 400, description = "Invalid DID, limit or offset", body = crate::openapi::ErrorBody)))]
 pub async fn edges(
     State(state): State<AppState>,
     _caller: Authorized<TrustRead>,
     Path(did): Path<String>,
     Query(query): Query<PageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<EdgePage>> {
     let did = common::did("did", &did)?;
     let page = query.page()?;
     let (outgoing, incoming) = state.trust.graph().edges_of(&did);
@@ -87,18 +115,14 @@ pub async fn edges(
     let items = directed
         .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
         .take(page.limit as usize)
-        .map(|(edge, direction)| {
-            let mut item = edge_json(edge);
-            item["direction"] = json!(direction);
-            item
-        })
+        .map(|(edge, direction)| EdgeDto { direction: Some(direction), ..EdgeDto::from(edge) })
         .collect();
-    Ok(Json(Value::Object(common::list("edges", items, page.info(total)))))
+    Ok(Json(EdgePage { edges: items, pagination: page.info(total).into() }))
 }
 
 /// Sets or replaces the caller's edge: 201 when created, 200 when replaced.
 #[utoipa::path(post, path = "/v1/trust/edges", tag = "trust", security(("bearer" = [])), request_body = EdgeBody,
-    responses((status = 201, description = "Created", body = Object), (status = 200, description = "Replaced", body = Object),
+    responses((status = 201, description = "Created", body = EdgeDto), (status = 200, description = "Replaced", body = EdgeDto),
               (status = 400, body = crate::openapi::ErrorBody)))]
 pub async fn set_edge(
     State(state): State<AppState>,
@@ -108,12 +132,12 @@ pub async fn set_edge(
     let target = common::did("target_did", &body.target_did)?;
     let (edge, replaced) = state.trust.set_edge(&caller.did, &target, body.score).await?;
     let status = if replaced { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, axum::Json(edge_json(&edge))).into_response())
+    Ok((status, Json(EdgeDto::from(&edge))).into_response())
 }
 
 /// Sets or replaces the caller's edge (short family).
 #[utoipa::path(post, path = "/trust/edge", tag = "trust", security(("bearer" = [])), request_body = EdgeBody,
-    responses((status = 201, description = "Created", body = Object), (status = 200, description = "Replaced", body = Object)))]
+    responses((status = 201, description = "Created", body = EdgeDto), (status = 200, description = "Replaced", body = EdgeDto)))]
 pub async fn short_set_edge(
     state: State<AppState>,
     caller: Authorized<TrustWrite>,
