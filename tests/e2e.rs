@@ -306,7 +306,7 @@ async fn the_event_stream_survives_a_gateway_restart() {
         }
     }
 
-    // SIGTERM: the gateway announces its shutdown; it comes back at the same address.
+    // Shutdown (what SIGTERM triggers in the binary): the gateway announces it; it comes back at the same address.
     gateway.terminate().await;
     let gateway = Gateway::start(dir.path(), &listen, admin.did().as_str()).await;
     assert_eq!(gateway.url, url);

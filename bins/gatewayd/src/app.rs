@@ -50,17 +50,19 @@ impl Listeners {
 /// The process's one Prometheus recorder: the `metrics` facade has a single global recorder, so
 /// every gateway served in this process (tests serve several) reports through it.
 fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
-    static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
-    if let Some(handle) = HANDLE.get() {
+    static HANDLE: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
+    let mut installed = HANDLE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(handle) = installed.as_ref() {
         return Ok(handle.clone());
     }
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
-    if HANDLE.set(handle.clone()).is_ok() {
-        metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
-        gateway_ws::metrics::describe_metrics();
-    }
-    Ok(HANDLE.get().expect("set above").clone())
+    // Remembered only once installed: a failed install (another recorder is already global)
+    // fails every `serve`, rather than handing later ones a handle nothing records into.
+    metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    gateway_ws::metrics::describe_metrics();
+    *installed = Some(handle.clone());
+    Ok(handle)
 }
 
 /// Serves the gateway on `listeners` until `shutdown` resolves: opens the store, assembles the

@@ -265,9 +265,12 @@ impl GatewayConfig {
             .iter()
             .map(|p| gateway_http::limits::parse_proxy(p).map_err(|e| anyhow::anyhow!("trusted proxy: {e}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        // An empty value (a template's unset variable) means no origin; `--dev` allows every
+        // origin and ignores this one.
         let cors_origin = settings
             .cors_origin
             .or(file.cors_origin)
+            .filter(|origin| !origin.is_empty() && !dev)
             .map(|origin| {
                 HeaderValue::from_str(&origin).ok().filter(|_| is_origin(&origin)).ok_or_else(|| {
                     anyhow::anyhow!("cors origin '{origin}' is not an origin such as https://coop.example")
@@ -445,6 +448,10 @@ mod tests {
             let err = GatewayConfig::resolve(settings).unwrap_err();
             assert!(err.to_string().contains(expected), "{err}");
         }
+        let unset = Settings { cors_origin: Some(String::new()), ..settings() };
+        assert!(GatewayConfig::resolve(unset).unwrap().cors_origin.is_none(), "empty is unset");
+        let dev = Settings { dev: true, cors_origin: Some("https://a.example/".into()), ..settings() };
+        assert!(GatewayConfig::resolve(dev).unwrap().cors_origin.is_none(), "--dev ignores the origin");
         let good = Settings {
             trusted_proxies: vec!["10.0.0.0/8".into(), "::1".into()],
             cors_origin: Some("https://coop.example:8443".into()),

@@ -25,17 +25,29 @@ impl GatewayConfig {
         Self::resolve(cli.settings)
     }
 
-    /// Everything start-up would refuse beyond [`GatewayConfig::resolve`]: the TLS files load
-    /// and make a TLS 1.3 configuration, and the keystore file exists. `config check` runs it.
-    pub fn check(&self) -> anyhow::Result<()> {
+    /// Everything start-up would refuse beyond [`GatewayConfig::resolve`] (the TLS files load
+    /// and make a TLS 1.3 configuration), and the warnings start-up would log: a keystore file
+    /// that does not exist leaves proposals closing without signed receipts. `config check`
+    /// runs it.
+    pub fn check(&self) -> anyhow::Result<Vec<String>> {
         if let Some(files) = &self.tls {
             tls_server_config(files)?;
         }
+        let mut warnings = Vec::new();
         if let Some(path) = &self.keystore
             && !path.is_file()
         {
-            anyhow::bail!("keystore {}: no such file (create it with `gatewayd keystore init`)", path.display());
+            warnings.push(format!(
+                "keystore {}: no such file; the gateway would run without signed receipts (create it with `gatewayd keystore init`)",
+                path.display()
+            ));
         }
-        Ok(())
+        if self.keystore.is_some() && self.keystore_passphrase.is_none() {
+            warnings.push(format!(
+                "{} is not set: the keystore would stay locked and receipts would be unavailable",
+                crate::PASSPHRASE_VAR
+            ));
+        }
+        Ok(warnings)
     }
 }

@@ -30,7 +30,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Config { action: ConfigAction::Check }) => {
-            config.check()?;
+            for warning in config.check()? {
+                println!("warning: {warning}");
+            }
             println!("configuration is valid\n{}", config.summary());
             Ok(())
         }

@@ -279,7 +279,7 @@ impl Ledger {
                 }
                 let run = async {
                     let record = require_coop(tx, &coop).await?;
-                    lock_batch_accounts(tx, &record, &items).await?;
+                    lock_batch_accounts(tx, &record, &trust, &items).await?;
                     let mut results = Vec::with_capacity(items.len());
                     for (index, item) in items.iter().enumerate() {
                         match pay_in(tx, &record, item, &trust, now).await {
@@ -596,12 +596,29 @@ fn check_trust(trust: &TrustGraph, coop: &CoopRecord, payer: &str, amount: Amoun
     Ok(())
 }
 
+/// The checks of a payment that read nothing from the store, in the order [`pay_in`] makes them.
+fn check_request(request: &PaymentRequest, trust: &TrustGraph, coop: &CoopRecord) -> Result<(), Error> {
+    if request.from == request.to {
+        return Err(Error::bad_request_field("to", "a payment needs two different accounts"));
+    }
+    if request.memo.as_ref().is_some_and(|m| m.chars().count() > 1000) {
+        return Err(Error::bad_request_field("memo", "memo is at most 1000 characters"));
+    }
+    check_trust(trust, coop, &request.from, request.amount)
+}
+
 /// Locks every balance a batch will move, in one sorted pass, before its first transfer. Locked
 /// item by item, two batches touching the same accounts in different orders could each hold a
 /// row the other waits for, and PostgreSQL would break that deadlock by failing one of them.
-/// Only members' accounts are locked: an item naming a non-member fails before its transfer, and
-/// taking a lock creates the balance row.
-async fn lock_batch_accounts(tx: &mut dyn Tx, coop: &CoopRecord, items: &[PaymentRequest]) -> Result<(), Error> {
+/// Only the accounts of items that will reach their transfer are locked (members, passing the
+/// checks that need no store read): taking a lock creates the balance row, and an item refused
+/// earlier must leave no trace.
+async fn lock_batch_accounts(
+    tx: &mut dyn Tx,
+    coop: &CoopRecord,
+    trust: &TrustGraph,
+    items: &[PaymentRequest],
+) -> Result<(), Error> {
     if items.len() < 2 {
         return Ok(());
     }
@@ -612,7 +629,7 @@ async fn lock_batch_accounts(tx: &mut dyn Tx, coop: &CoopRecord, items: &[Paymen
         tx.members_among(&coop.id, &dids).await?.into_iter().map(|m| m.did.to_string()).collect();
     let mut accounts: Vec<(String, Currency)> = items
         .iter()
-        .filter(|i| i.from != i.to && members.contains(&i.from) && members.contains(&i.to))
+        .filter(|i| members.contains(&i.from) && members.contains(&i.to) && check_request(i, trust, coop).is_ok())
         .flat_map(|i| {
             let currency = i.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
             [(i.from.clone(), currency.clone()), (i.to.clone(), currency)]
@@ -688,13 +705,7 @@ async fn pay_in(
     trust: &TrustGraph,
     now: u64,
 ) -> Result<TransactionRecord, Error> {
-    if request.from == request.to {
-        return Err(Error::bad_request_field("to", "a payment needs two different accounts"));
-    }
-    if request.memo.as_ref().is_some_and(|m| m.chars().count() > 1000) {
-        return Err(Error::bad_request_field("memo", "memo is at most 1000 characters"));
-    }
-    check_trust(trust, coop, &request.from, request.amount)?;
+    check_request(request, trust, coop)?;
     let currency = request.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
     let (floor, payee) = payer_floor_and_payee(tx, coop, &request.from, &request.to).await?;
     transfer(tx, &coop.id, &request.from, &request.to, request.amount, &currency, Some(floor)).await?;

@@ -62,7 +62,7 @@ pub trait StoreHealth: Send + Sync + fmt::Debug {
     async fn ping(&self) -> Result<(), Error>;
 }
 
-/// Runs units of work atomically and durably: when `run_erased` returns `Ok`, the job's writes
+/// Runs units of work atomically and durably: when `run` returns `Ok`, the job's writes
 /// are committed (and on disk, except in the in-memory mode); when the job fails, none of its
 /// writes remain.
 #[async_trait]

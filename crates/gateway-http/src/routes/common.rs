@@ -118,9 +118,15 @@ pub fn idempotency(
 }
 
 /// Renders a result as the stored response of an idempotent request.
-pub fn render<T>(ok_status: u16, to_json: impl FnOnce(&T) -> Value, result: &Result<T, Error>) -> (u16, String) {
+pub fn render<T, D: serde::Serialize>(
+    ok_status: u16,
+    to_dto: impl FnOnce(&T) -> D,
+    result: &Result<T, Error>,
+) -> (u16, String) {
     match result {
-        Ok(value) => (ok_status, to_json(value).to_string()),
+        // Straight to text (never through `serde_json::Value`, whose numbers are `f64`), so a
+        // stored answer spells amounts exactly as a direct answer does.
+        Ok(value) => (ok_status, serde_json::to_string(&to_dto(value)).expect("a DTO serialises")),
         Err(err) => {
             let (status, body) = ApiError::from(err.clone()).status_and_body();
             (status, body.to_string())

@@ -102,11 +102,6 @@ impl From<&TransactionRecord> for TransactionDto {
     }
 }
 
-/// A transaction as the stored body of a keyed request.
-fn transaction_value(record: &TransactionRecord) -> Value {
-    serde_json::to_value(TransactionDto::from(record)).expect("a DTO serialises")
-}
-
 /// A page of a coop's history, newest first.
 #[derive(Debug, serde::Serialize, ToSchema)]
 pub struct TransactionPage {
@@ -268,7 +263,9 @@ async fn pay(
         match key {
             None => Ok(Created::now(transaction_response(&state.ledger.pay(&coop, request).await?))),
             Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_value, r));
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| {
+                    render(201, |t: &TransactionRecord| TransactionDto::from(t), r)
+                });
                 Ok(Created::keyed(state.ledger.pay_idempotent(&coop, request, key, render).await?))
             }
         }
@@ -498,7 +495,7 @@ pub async fn batch(
             }
             Some(key) => {
                 let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| {
-                    render(200, |v| serde_json::to_value(BatchDto::from(v.as_slice())).expect("a DTO serialises"), r)
+                    render(200, |v: &Vec<BatchItemResult>| BatchDto::from(v.as_slice()), r)
                 });
                 Ok(Created::keyed(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
             }
@@ -617,7 +614,9 @@ pub async fn convert(
         match key {
             None => Ok(Created::now(transaction_response(&state.ledger.convert(&coop, conversion).await?))),
             Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| render(201, transaction_value, r));
+                let render = Box::new(|r: &Result<TransactionRecord, Error>| {
+                    render(201, |t: &TransactionRecord| TransactionDto::from(t), r)
+                });
                 Ok(Created::keyed(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
             }
         }
