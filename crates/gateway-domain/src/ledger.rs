@@ -533,24 +533,12 @@ async fn remember<T>(
     render: Render<T>,
     now: u64,
 ) -> Result<StoredResponse, Error> {
-    if let Err(err) = result {
-        if !is_decision(&err) {
-            // Faults and refusals of the request itself are not stored: the transaction rolls
-            // back, the key's claim with it, so the key can be used again.
-            return Err(err);
-        }
-        return store(tx, idempotency, Err(err), render, now).await;
-    }
-    store(tx, idempotency, result, render, now).await
-}
-
-async fn store<T>(
-    tx: &mut dyn Tx,
-    idempotency: &Idempotency,
-    result: Result<T, Error>,
-    render: Render<T>,
-    now: u64,
-) -> Result<StoredResponse, Error> {
+    let result = match result {
+        // Faults and refusals of the request itself are not stored: the transaction rolls back,
+        // the key's claim with it, so the key can be used again.
+        Err(err) if !is_decision(&err) => return Err(err),
+        decided => decided,
+    };
     let (status, body) = render(&result);
     let record = IdempotencyRecord {
         key: idempotency.key.clone(),
