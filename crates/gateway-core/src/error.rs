@@ -5,6 +5,7 @@
 //! turns an [`Error`] into the contract's JSON body; nothing here writes JSON bodies or knows
 //! about response types.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::amount::Amount;
@@ -88,7 +89,7 @@ impl ErrorCode {
 }
 
 /// What an authorization refusal adds to `details`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum AuthorizationDetail {
     /// `{"required_scopes": [...]}`: the route needs these scopes.
     RequiredScopes(Vec<Scope>),
@@ -101,7 +102,7 @@ pub enum AuthorizationDetail {
 }
 
 /// The rate-limiting layer that refused a request (`details.layer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum RateLimitLayer {
     /// Per client IP, on the unauthenticated routes.
     Ip,
@@ -124,7 +125,10 @@ impl RateLimitLayer {
 
 /// A failure the contract names. The `Display` text is the `error` message sent to clients,
 /// except for [`Error::Internal`], whose text is only logged.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// It serialises (serde's externally tagged form) so a decided refusal can be stored and
+/// replayed as itself: an `Idempotency-Key`'s stored answer is the operation's `Result`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     /// 400 `BAD_REQUEST`.
     #[error("{message}")]
@@ -163,7 +167,7 @@ pub enum Error {
     #[error("{resource} '{id}' not found")]
     NotFound {
         /// Resource type, e.g. `coop`.
-        resource: &'static str,
+        resource: Cow<'static, str>,
         /// The id that was looked up.
         id: String,
     },
@@ -264,7 +268,7 @@ impl Error {
 
     /// A missing resource.
     pub fn not_found(resource: &'static str, id: impl Into<String>) -> Self {
-        Error::NotFound { resource, id: id.into() }
+        Error::NotFound { resource: Cow::Borrowed(resource), id: id.into() }
     }
 
     /// The contract code of this error.
@@ -290,6 +294,54 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_error_survives_a_round_trip_through_json() {
+        let amount = |t: &str| Amount::parse_decimal(t).unwrap();
+        let errors = [
+            Error::bad_request_field("amount", "must be positive"),
+            Error::UnsupportedDidMethod { method: "web".into() },
+            Error::AuthenticationFailed("expired".into()),
+            Error::missing_scopes(vec![Scope::LedgerWrite]),
+            Error::AuthorizationFailed {
+                message: "m".into(),
+                detail: AuthorizationDetail::RefusedScopes(vec!["x".into()]),
+            },
+            Error::AuthorizationFailed { message: "m".into(), detail: AuthorizationDetail::CoopId("c".into()) },
+            Error::denied("admin_only", "admins only"),
+            Error::InsufficientTrust { required: 0.5, actual: 0.25 },
+            Error::not_found("coop", "c1"),
+            Error::conflict("taken"),
+            Error::InsufficientCredit {
+                balance: amount("-99.5"),
+                credit_limit: amount("-100"),
+                currency: "hours".into(),
+            },
+            Error::SlippageExceeded { net_target_amount: amount("0.000001"), bound: amount("1") },
+            Error::RateLimited {
+                message: "slow down".into(),
+                layer: RateLimitLayer::Velocity,
+                limit: 10,
+                retry_after_secs: 3,
+                count: Some(10),
+            },
+            Error::ReceiptUnavailable { reason: "keystore_locked".into() },
+            Error::Internal("disk".into()),
+            Error::ServiceUnavailable("stopping".into()),
+        ];
+        for error in errors {
+            let text = serde_json::to_string(&error).unwrap();
+            let back: Error = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, error, "{text}");
+            assert_eq!(back.to_string(), error.to_string());
+        }
+        assert!(
+            serde_json::from_str::<Error>(
+                r#"{"AuthorizationFailed":{"message":"m","detail":{"RequiredScopes":["nope"]}}}"#
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn codes_map_to_contract_statuses() {

@@ -6,7 +6,8 @@
 use std::fmt;
 
 /// One permission a token can carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum Scope {
     /// Balances and transaction history.
     LedgerRead,
@@ -173,6 +174,20 @@ impl FromIterator<Scope> for ScopeSet {
 impl fmt::Debug for ScopeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.iter().map(Scope::as_str)).finish()
+    }
+}
+
+impl From<Scope> for &'static str {
+    fn from(scope: Scope) -> Self {
+        scope.as_str()
+    }
+}
+
+impl TryFrom<String> for Scope {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        Scope::parse(&text).ok_or_else(|| format!("unknown scope '{text}'"))
     }
 }
 

@@ -8,14 +8,13 @@
 use std::sync::Arc;
 
 use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest, Role};
-use serde_json::json;
 
-use crate::events::{CoopEventType, emit};
+use crate::events::{CoopEvent, emit};
 use crate::governance::COOP_DOMAIN;
-use crate::notifications::{Note, notify};
+use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
-    CoopReads, CoopRecord, CoopSettings, DomainRecord, LedgerReads, MemberRecord, MembershipObserver, Transactor, Tx,
-    transaction,
+    CoopReads, CoopRecord, CoopSettings, CoopTx, DomainRecord, LedgerReads, MemberRecord, MembershipObserver,
+    Transactor, Tx, transaction,
 };
 
 /// A request to create a coop.
@@ -127,31 +126,41 @@ impl SettingsPatch {
 
     /// The wire form of the fields it changes.
     pub fn to_wire(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut map = serde_json::Map::new();
-        let mut put = |key: &str, value: serde_json::Value| {
-            map.insert(key.to_owned(), value);
+        /// The fields it changes, in their wire spelling.
+        #[derive(serde::Serialize)]
+        struct Wire<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            default_currency: Option<&'a Currency>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            credit_limit: Option<Amount>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            high_value_threshold: Option<Amount>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            conversion_fee_percent: Option<Amount>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            quorum_percent: Option<u32>,
+        }
+        let wire = Wire {
+            default_currency: self.default_currency.as_ref(),
+            credit_limit: self.credit_limit,
+            high_value_threshold: self.high_value_threshold,
+            conversion_fee_percent: self.conversion_fee_ppm.map(fee_percent),
+            quorum_percent: self.quorum_percent,
         };
-        if let Some(c) = &self.default_currency {
-            put("default_currency", c.as_str().into());
+        // A struct of strings, integers and exact decimals always serialises to an object.
+        match serde_json::to_value(wire) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
         }
-        if let Some(l) = self.credit_limit {
-            put("credit_limit", json!(l));
-        }
-        if let Some(t) = self.high_value_threshold {
-            put("high_value_threshold", json!(t));
-        }
-        if let Some(f) = self.conversion_fee_ppm {
-            put("conversion_fee_percent", json!(fee_percent(f)));
-        }
-        if let Some(q) = self.quorum_percent {
-            put("quorum_percent", q.into());
-        }
-        map
     }
 
     /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.to_wire().is_empty()
+        self.default_currency.is_none()
+            && self.credit_limit.is_none()
+            && self.high_value_threshold.is_none()
+            && self.conversion_fee_ppm.is_none()
+            && self.quorum_percent.is_none()
     }
 
     /// The settings after the change.
@@ -195,12 +204,11 @@ pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord
         return Err(Error::conflict(format!("{} is already a member of '{coop}'", member.did)));
     }
     tx.insert_member(coop, member).await?;
-    emit(tx, coop, CoopEventType::MemberAdded, now, member_json(member)).await?;
+    emit(tx, coop, now, CoopEvent::MemberAdded(member)).await?;
     let note = Note {
-        kind: "member_added",
         title: format!("Welcome to {}", record.name),
         body: format!("You were added to cooperative '{coop}' as {}.", member.role.as_str()),
-        data: json!({ "coop_id": coop.as_str(), "role": member.role.as_str() }),
+        data: NoteData::MemberAdded { coop_id: coop.clone(), role: member.role },
     };
     notify(tx, &member.did, coop, note, now).await
 }
@@ -224,7 +232,7 @@ pub async fn remove_member_in(tx: &mut dyn Tx, coop: &CoopId, did: &Did, now: u6
         }
     }
     tx.delete_delegations_involving(coop, did).await?;
-    emit(tx, coop, CoopEventType::MemberRemoved, now, json!({ "did": did.as_str() })).await.map(drop)
+    emit(tx, coop, now, CoopEvent::MemberRemoved(did)).await.map(drop)
 }
 
 /// Applies a validated settings change in the transaction and emits `SettingsUpdated`.
@@ -238,7 +246,7 @@ pub async fn update_settings_in(
     let mut record = require_coop(tx, coop).await?;
     record.settings = patch.apply(record.settings);
     tx.update_settings(coop, &record.settings).await?;
-    emit(tx, coop, CoopEventType::SettingsUpdated, now, settings_json(&record.settings)).await?;
+    emit(tx, coop, now, CoopEvent::SettingsUpdated(&record.settings)).await?;
     Ok(record)
 }
 
@@ -263,24 +271,15 @@ pub struct Coops {
     observer: Option<Arc<dyn MembershipObserver>>,
 }
 
-fn member_json(member: &MemberRecord) -> serde_json::Value {
-    json!({
-        "did": member.did.as_str(),
-        "role": member.role.as_str(),
-        "joined_at": member.joined_at,
-        "credit_limit": member.credit_limit,
-    })
-}
-
 /// The coop, or `NOT_FOUND`.
-pub async fn require_coop(tx: &mut dyn Tx, id: &CoopId) -> Result<CoopRecord, Error> {
+pub async fn require_coop<T: CoopTx + ?Sized>(tx: &mut T, id: &CoopId) -> Result<CoopRecord, Error> {
     tx.coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
 }
 
 /// The coop, or `NOT_FOUND`, holding its row until the transaction ends: every change of who
 /// belongs to the coop or in which role takes it first, so that the last-admin rule holds
 /// under concurrent changes. Payments never take it.
-pub async fn lock_coop(tx: &mut dyn Tx, id: &CoopId) -> Result<CoopRecord, Error> {
+pub async fn lock_coop<T: CoopTx + ?Sized>(tx: &mut T, id: &CoopId) -> Result<CoopRecord, Error> {
     tx.lock_coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
 }
 
@@ -348,7 +347,7 @@ impl Coops {
                 tx.insert_coop(&record).await?;
                 tx.insert_member(&record.id, &admin).await?;
                 tx.insert_domain(&coop_domain(&record.id, now)).await?;
-                emit(tx, &record.id, CoopEventType::MemberAdded, now, member_json(&admin)).await?;
+                emit(tx, &record.id, now, CoopEvent::MemberAdded(&admin)).await?;
                 Ok(record)
             })
         })
@@ -440,7 +439,7 @@ impl Coops {
                     return Err(Error::conflict("the last admin of a cooperative cannot be demoted"));
                 }
                 tx.update_member(&id, &member).await?;
-                emit(tx, &id, CoopEventType::RoleUpdated, now, member_json(&member)).await?;
+                emit(tx, &id, now, CoopEvent::RoleUpdated(&member)).await?;
                 Ok(member)
             })
         })
@@ -465,17 +464,6 @@ impl Coops {
         let (transaction_count, currencies) = self.ledger_reads.coop_ledger_stats(coop).await?;
         Ok(CoopStats { coop: record, transaction_count, currencies })
     }
-}
-
-/// The settings as event data and API output share one shape.
-pub fn settings_json(settings: &CoopSettings) -> serde_json::Value {
-    json!({
-        "default_currency": settings.default_currency.as_str(),
-        "credit_limit": settings.credit_limit,
-        "high_value_threshold": settings.high_value_threshold,
-        "conversion_fee_percent": fee_percent(settings.conversion_fee_ppm),
-        "quorum_percent": settings.quorum_percent,
-    })
 }
 
 /// Parts per million as a percent amount (1% = 10 000 ppm), exact.

@@ -4,10 +4,15 @@
 //! client of the stream sees exactly the committed changes, numbered without gaps. Delivery is
 //! `gateway-ws`'s business, not this module's.
 
-use gateway_core::{CoopId, Error};
+use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::ports::Tx;
+use crate::coops::fee_percent;
+use crate::governance::Outcome;
+use crate::ports::{
+    CoopSettings, DomainRecord, EventTx, MemberRecord, ProposalRecord, TaskRecord, TaskResult, TransactionRecord,
+};
 
 /// The detailed event kinds of the specification (`CoopEventType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,15 +72,270 @@ impl CoopEventType {
     }
 }
 
-/// Appends an event to the coop's outbox within the transaction; returns its sequence number.
-pub async fn emit(
-    tx: &mut dyn Tx,
-    coop: &CoopId,
-    kind: CoopEventType,
+/// A change to a coop, as its event stream tells it: the kind and the data of one outbox row.
+///
+/// This is the one owner of the events' wire shape. Each variant borrows the record it
+/// describes and serialises to the `data` object the specification gives that kind; [`emit`]
+/// serialises it once, into the outbox row.
+#[derive(Debug, Clone, Copy)]
+pub enum CoopEvent<'a> {
+    /// `PaymentCreated`: the transaction, as the ledger's history shows it.
+    PaymentCreated(&'a TransactionRecord),
+    /// `MemberAdded`: `{did, role, joined_at, credit_limit}`.
+    MemberAdded(&'a MemberRecord),
+    /// `MemberRemoved`: `{did}`.
+    MemberRemoved(&'a Did),
+    /// `RoleUpdated`: the member after the change.
+    RoleUpdated(&'a MemberRecord),
+    /// `SettingsUpdated`: the settings after the change.
+    SettingsUpdated(&'a CoopSettings),
+    /// `GovernanceDomainCreated`: `{domain_id, name, members}`.
+    GovernanceDomainCreated(&'a DomainRecord),
+    /// `GovernanceProposalCreated`: `{proposal_id, domain_id, title, status, author}`.
+    GovernanceProposalCreated(&'a ProposalRecord),
+    /// `GovernanceProposalOpened`: as created, with the new status.
+    GovernanceProposalOpened(&'a ProposalRecord),
+    /// `GovernanceProposalClosed`: as opened, plus `outcome` and `tally`.
+    GovernanceProposalClosed(&'a ProposalRecord),
+    /// `GovernanceVoteCast`: `{proposal_id, voter, choice, replaced}`.
+    GovernanceVoteCast(VoteCast<'a>),
+    /// `ComputeTaskSubmitted`: `{task_id, task_hash, status, submitter, executor, result}`.
+    ComputeTaskSubmitted(&'a TaskRecord),
+    /// `ComputeTaskClaimed`: the task after the claim.
+    ComputeTaskClaimed(&'a TaskRecord),
+    /// `ComputeTaskCompleted`: the task with its result.
+    ComputeTaskCompleted(&'a TaskRecord),
+    /// `ComputeTaskCancelled`: the task after the cancellation.
+    ComputeTaskCancelled(&'a TaskRecord),
+}
+
+/// A vote, as its event tells it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct VoteCast<'a> {
+    /// The proposal voted on.
+    pub proposal_id: &'a str,
+    /// Who voted.
+    pub voter: &'a Did,
+    /// `for`, `against` or `abstain`.
+    pub choice: &'static str,
+    /// Whether it replaced the voter's earlier vote.
+    pub replaced: bool,
+}
+
+impl CoopEvent<'_> {
+    /// The event's kind.
+    pub const fn kind(&self) -> CoopEventType {
+        match self {
+            CoopEvent::PaymentCreated(_) => CoopEventType::PaymentCreated,
+            CoopEvent::MemberAdded(_) => CoopEventType::MemberAdded,
+            CoopEvent::MemberRemoved(_) => CoopEventType::MemberRemoved,
+            CoopEvent::RoleUpdated(_) => CoopEventType::RoleUpdated,
+            CoopEvent::SettingsUpdated(_) => CoopEventType::SettingsUpdated,
+            CoopEvent::GovernanceDomainCreated(_) => CoopEventType::GovernanceDomainCreated,
+            CoopEvent::GovernanceProposalCreated(_) => CoopEventType::GovernanceProposalCreated,
+            CoopEvent::GovernanceProposalOpened(_) => CoopEventType::GovernanceProposalOpened,
+            CoopEvent::GovernanceProposalClosed(_) => CoopEventType::GovernanceProposalClosed,
+            CoopEvent::GovernanceVoteCast(_) => CoopEventType::GovernanceVoteCast,
+            CoopEvent::ComputeTaskSubmitted(_) => CoopEventType::ComputeTaskSubmitted,
+            CoopEvent::ComputeTaskClaimed(_) => CoopEventType::ComputeTaskClaimed,
+            CoopEvent::ComputeTaskCompleted(_) => CoopEventType::ComputeTaskCompleted,
+            CoopEvent::ComputeTaskCancelled(_) => CoopEventType::ComputeTaskCancelled,
+        }
+    }
+
+    /// The event's `data` object.
+    pub fn data(&self) -> Result<Value, Error> {
+        serde_json::to_value(self).map_err(|e| Error::Internal(format!("event data: {e}")))
+    }
+}
+
+impl Serialize for CoopEvent<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            CoopEvent::PaymentCreated(t) => PaymentData::from(t).serialize(serializer),
+            CoopEvent::MemberAdded(m) | CoopEvent::RoleUpdated(m) => MemberData::from(m).serialize(serializer),
+            CoopEvent::MemberRemoved(did) => MemberRemovedData { did }.serialize(serializer),
+            CoopEvent::SettingsUpdated(s) => SettingsData::from(s).serialize(serializer),
+            CoopEvent::GovernanceDomainCreated(d) => {
+                DomainData { domain_id: &d.domain_id, name: &d.name, members: &d.members }.serialize(serializer)
+            }
+            CoopEvent::GovernanceProposalCreated(p) | CoopEvent::GovernanceProposalOpened(p) => {
+                ProposalData::from(p).serialize(serializer)
+            }
+            CoopEvent::GovernanceProposalClosed(p) => ClosedProposalData {
+                proposal: ProposalData::from(p),
+                outcome: p.outcome.map(Outcome::as_str),
+                tally: p.tally.map(|(for_, against, abstain)| TallyData { for_, against, abstain }),
+            }
+            .serialize(serializer),
+            CoopEvent::GovernanceVoteCast(vote) => vote.serialize(serializer),
+            CoopEvent::ComputeTaskSubmitted(t)
+            | CoopEvent::ComputeTaskClaimed(t)
+            | CoopEvent::ComputeTaskCompleted(t)
+            | CoopEvent::ComputeTaskCancelled(t) => TaskData::from(t).serialize(serializer),
+        }
+    }
+}
+
+/// A transaction: the same fields, in the same spelling, as the ledger's API answers.
+#[derive(Serialize)]
+struct PaymentData<'a> {
+    id: &'a str,
+    kind: &'static str,
+    from: &'a str,
+    to: &'a str,
+    amount: Amount,
+    currency: &'a Currency,
+    memo: Option<&'a str>,
     timestamp: u64,
-    data: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to_currency: Option<&'a Currency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gross_target_amount: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fee_amount: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    net_target_amount: Option<Amount>,
+}
+
+impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
+    fn from(t: &'a TransactionRecord) -> Self {
+        let leg = t.conversion.as_ref();
+        Self {
+            id: &t.id,
+            kind: t.kind.as_str(),
+            from: &t.from,
+            to: &t.to,
+            amount: t.amount,
+            currency: &t.currency,
+            memo: t.memo.as_deref(),
+            timestamp: t.timestamp,
+            to_currency: leg.map(|l| &l.to_currency),
+            rate: leg.map(|l| l.rate),
+            gross_target_amount: leg.map(|l| l.gross_target_amount),
+            fee_amount: leg.map(|l| l.fee_amount),
+            net_target_amount: leg.map(|l| l.net_target_amount),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MemberData<'a> {
+    did: &'a Did,
+    role: Role,
+    joined_at: u64,
+    credit_limit: Option<Amount>,
+}
+
+impl<'a> From<&'a MemberRecord> for MemberData<'a> {
+    fn from(m: &'a MemberRecord) -> Self {
+        Self { did: &m.did, role: m.role, joined_at: m.joined_at, credit_limit: m.credit_limit }
+    }
+}
+
+#[derive(Serialize)]
+struct MemberRemovedData<'a> {
+    did: &'a Did,
+}
+
+#[derive(Serialize)]
+struct SettingsData<'a> {
+    default_currency: &'a Currency,
+    credit_limit: Amount,
+    high_value_threshold: Amount,
+    conversion_fee_percent: Amount,
+    quorum_percent: u32,
+}
+
+impl<'a> From<&'a CoopSettings> for SettingsData<'a> {
+    fn from(s: &'a CoopSettings) -> Self {
+        Self {
+            default_currency: &s.default_currency,
+            credit_limit: s.credit_limit,
+            high_value_threshold: s.high_value_threshold,
+            conversion_fee_percent: fee_percent(s.conversion_fee_ppm),
+            quorum_percent: s.quorum_percent,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct DomainData<'a> {
+    domain_id: &'a str,
+    name: &'a str,
+    members: &'a [Did],
+}
+
+#[derive(Serialize)]
+struct ProposalData<'a> {
+    proposal_id: &'a str,
+    domain_id: &'a str,
+    title: &'a str,
+    status: &'static str,
+    author: &'a Did,
+}
+
+impl<'a> From<&'a ProposalRecord> for ProposalData<'a> {
+    fn from(p: &'a ProposalRecord) -> Self {
+        Self {
+            proposal_id: &p.id,
+            domain_id: &p.domain_id,
+            title: &p.title,
+            status: p.status.as_str(),
+            author: &p.author,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ClosedProposalData<'a> {
+    #[serde(flatten)]
+    proposal: ProposalData<'a>,
+    outcome: Option<&'static str>,
+    tally: Option<TallyData>,
+}
+
+#[derive(Serialize)]
+struct TallyData {
+    #[serde(rename = "for")]
+    for_: u64,
+    against: u64,
+    abstain: u64,
+}
+
+#[derive(Serialize)]
+struct TaskData<'a> {
+    task_id: &'a str,
+    task_hash: &'a str,
+    status: &'static str,
+    submitter: &'a Did,
+    executor: Option<&'a str>,
+    result: Option<&'a TaskResult>,
+}
+
+impl<'a> From<&'a TaskRecord> for TaskData<'a> {
+    fn from(t: &'a TaskRecord) -> Self {
+        Self {
+            task_id: &t.task_id,
+            task_hash: &t.task_hash,
+            status: t.status.as_str(),
+            submitter: &t.submitter,
+            executor: t.executor.as_deref(),
+            result: t.result.as_ref(),
+        }
+    }
+}
+
+/// Appends an event to the coop's outbox within the transaction; returns its sequence number.
+pub async fn emit<T: EventTx + ?Sized>(
+    tx: &mut T,
+    coop: &CoopId,
+    timestamp: u64,
+    event: CoopEvent<'_>,
 ) -> Result<u64, Error> {
-    tx.append_event(coop, kind.as_str(), timestamp, &data).await
+    tx.append_event(coop, event.kind().as_str(), timestamp, &event.data()?).await
 }
 
 /// A new 128-bit identifier as 32 hex digits: the creation time in milliseconds (48 bits) and
@@ -99,7 +359,170 @@ fn id_at(millis: u64, random: [u8; 10]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::governance::{ProposalPayload, ProposalStatus};
+    use crate::ports::{ConversionLeg, TaskOutcome, TaskStatus, TransactionKind};
+
+    const ALICE: &str = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+
+    fn did() -> Did {
+        Did::parse(ALICE).unwrap()
+    }
+
+    fn amount(text: &str) -> Amount {
+        Amount::parse_decimal(text).unwrap()
+    }
+
+    fn payment() -> TransactionRecord {
+        TransactionRecord {
+            id: "t1".into(),
+            coop_id: CoopId::parse("c").unwrap(),
+            kind: TransactionKind::Payment,
+            from: ALICE.into(),
+            to: "did:key:bob".into(),
+            amount: amount("12.5"),
+            currency: Currency::parse("hours").unwrap(),
+            memo: None,
+            timestamp: 7,
+            conversion: None,
+        }
+    }
+
+    fn proposal() -> ProposalRecord {
+        ProposalRecord {
+            id: "p1".into(),
+            coop_id: CoopId::parse("c").unwrap(),
+            domain_id: "coop".into(),
+            title: "Paint".into(),
+            description: String::new(),
+            payload: ProposalPayload::SigningKeyRotation,
+            rule: "majority".into(),
+            author: did(),
+            status: ProposalStatus::Closed,
+            voting_duration_secs: 60,
+            created_at: 1,
+            opened_at: Some(2),
+            closes_at: Some(62),
+            closed_at: Some(62),
+            outcome: Some(Outcome::Approved),
+            tally: Some((3, 1, 0)),
+            receipt_unavailable: None,
+            effect: None,
+        }
+    }
+
+    #[test]
+    fn a_payment_event_is_the_transaction_and_a_conversion_adds_its_leg() {
+        let plain = payment();
+        let event = CoopEvent::PaymentCreated(&plain);
+        assert_eq!(event.kind(), CoopEventType::PaymentCreated);
+        assert_eq!(
+            event.data().unwrap(),
+            json!({"id": "t1", "kind": "payment", "from": ALICE, "to": "did:key:bob", "amount": 12.5,
+                   "currency": "hours", "memo": null, "timestamp": 7})
+        );
+        let converted = TransactionRecord {
+            kind: TransactionKind::Conversion,
+            conversion: Some(ConversionLeg {
+                to_currency: Currency::parse("eur").unwrap(),
+                rate: amount("2"),
+                gross_target_amount: amount("25"),
+                fee_amount: amount("0.25"),
+                net_target_amount: amount("24.75"),
+            }),
+            ..plain
+        };
+        let data = CoopEvent::PaymentCreated(&converted).data().unwrap();
+        assert_eq!(data["kind"], "conversion");
+        assert_eq!(data["to_currency"], "eur");
+        assert_eq!(data["net_target_amount"], json!(24.75));
+        // Exact decimals: the text of the number is the amount's, not an f64's.
+        let text = serde_json::to_string(&CoopEvent::PaymentCreated(&converted)).unwrap();
+        assert!(text.contains(r#""fee_amount":0.25"#), "{text}");
+    }
+
+    #[test]
+    fn member_settings_and_removal_events_carry_their_fields() {
+        let member = MemberRecord { did: did(), role: Role::Admin, joined_at: 5, credit_limit: Some(amount("-10")) };
+        let expected = json!({"did": ALICE, "role": "admin", "joined_at": 5, "credit_limit": -10});
+        assert_eq!(CoopEvent::MemberAdded(&member).data().unwrap(), expected);
+        assert_eq!(CoopEvent::RoleUpdated(&member).data().unwrap(), expected);
+        assert_eq!(CoopEvent::RoleUpdated(&member).kind(), CoopEventType::RoleUpdated);
+        assert_eq!(CoopEvent::MemberRemoved(&member.did).data().unwrap(), json!({"did": ALICE}));
+        let settings = CoopSettings { conversion_fee_ppm: 12_345, ..CoopSettings::default() };
+        let data = CoopEvent::SettingsUpdated(&settings).data().unwrap();
+        assert_eq!(data["conversion_fee_percent"], json!(1.2345));
+        assert_eq!(data["default_currency"], "hours");
+        let mut keys: Vec<&str> = data.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["conversion_fee_percent", "credit_limit", "default_currency", "high_value_threshold", "quorum_percent"]
+        );
+    }
+
+    #[test]
+    fn governance_events_carry_their_fields() {
+        let domain = DomainRecord {
+            coop_id: CoopId::parse("c").unwrap(),
+            domain_id: "tech".into(),
+            name: "Tech".into(),
+            members: vec![did()],
+            quorum_percent: None,
+            rule: None,
+            created_at: 1,
+        };
+        assert_eq!(
+            CoopEvent::GovernanceDomainCreated(&domain).data().unwrap(),
+            json!({"domain_id": "tech", "name": "Tech", "members": [ALICE]})
+        );
+        let closed = proposal();
+        let header =
+            json!({"proposal_id": "p1", "domain_id": "coop", "title": "Paint", "status": "closed", "author": ALICE});
+        assert_eq!(CoopEvent::GovernanceProposalOpened(&closed).data().unwrap(), header);
+        let mut with_result = header.clone();
+        with_result["outcome"] = json!("Approved");
+        with_result["tally"] = json!({"for": 3, "against": 1, "abstain": 0});
+        assert_eq!(CoopEvent::GovernanceProposalClosed(&closed).data().unwrap(), with_result);
+        let voter = did();
+        let vote = VoteCast { proposal_id: "p1", voter: &voter, choice: "for", replaced: true };
+        assert_eq!(
+            CoopEvent::GovernanceVoteCast(vote).data().unwrap(),
+            json!({"proposal_id": "p1", "voter": ALICE, "choice": "for", "replaced": true})
+        );
+    }
+
+    #[test]
+    fn task_events_carry_the_status_and_result() {
+        let task = TaskRecord {
+            task_id: "k1".into(),
+            coop_id: CoopId::parse("c").unwrap(),
+            task_hash: "ab".into(),
+            status: TaskStatus::Completed,
+            submitter: did(),
+            executor: Some("did:key:exec".into()),
+            code_type: "ccl".into(),
+            code: String::new(),
+            inputs: json!({}),
+            fuel_limit: 10,
+            priority: "normal".into(),
+            submitted_at: 1,
+            claimed_at: Some(2),
+            deadline: None,
+            attempts: 1,
+            finished_at: Some(3),
+            result: Some(TaskResult { outcome: TaskOutcome::Success, output: json!(4), error: None, fuel_used: 2 }),
+        };
+        let data = CoopEvent::ComputeTaskCompleted(&task).data().unwrap();
+        assert_eq!(data["status"], "completed");
+        assert_eq!(data["executor"], "did:key:exec");
+        assert_eq!(data["result"]["output"], json!(4));
+        let mut keys: Vec<&str> = data.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["executor", "result", "status", "submitter", "task_hash", "task_id"]);
+    }
 
     #[test]
     fn ids_are_32_hex_digits_led_by_the_time() {

@@ -10,14 +10,13 @@
 use std::sync::Arc;
 
 use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest};
-use serde_json::{Value, json};
 
 use crate::coops::require_coop;
-use crate::events::{CoopEventType, emit, new_id};
-use crate::notifications::{Note, notify};
+use crate::events::{CoopEvent, emit, new_id};
+use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
-    ConversionLeg, CoopRecord, HistoryQuery, IdempotencyRecord, LedgerReads, QuoteRecord, RateRecord, TransactionKind,
-    TransactionRecord, Transactor, Tx, transaction,
+    ConversionLeg, CoopRecord, EventTx, HistoryQuery, IdempotencyRecord, LedgerReads, LedgerTx, NotificationTx,
+    QuoteRecord, RateRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -501,7 +500,11 @@ impl Transfer {
 /// Claims the key in this unit of work (see [`crate::ports::LedgerTx::idempotency_claim`]):
 /// `None` when this request is the key's first and must run; otherwise the stored answer to
 /// replay, or 409 when the key came with another request (or is still in flight).
-async fn claim(tx: &mut dyn Tx, idempotency: &Idempotency, now: u64) -> Result<Option<StoredResponse>, Error> {
+async fn claim<T: LedgerTx + ?Sized>(
+    tx: &mut T,
+    idempotency: &Idempotency,
+    now: u64,
+) -> Result<Option<StoredResponse>, Error> {
     let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
     match tx.idempotency_claim(&idempotency.key, &idempotency.request_hash, now, not_before).await? {
         None => Ok(None),
@@ -633,8 +636,8 @@ async fn lock_batch_accounts(
 
 /// Moves `amount` from one account to another, refusing to take `from` below `floor`.
 /// Nothing is written unless every check passes.
-pub async fn transfer(
-    tx: &mut dyn Tx,
+pub async fn transfer<T: LedgerTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopId,
     from: &str,
     to: &str,
@@ -663,23 +666,27 @@ pub async fn transfer(
 }
 
 /// Records a transaction with its `PaymentCreated` event and the payee's notification.
-pub async fn record_transaction(
-    tx: &mut dyn Tx,
+pub async fn record_transaction<T: LedgerTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
     record: &TransactionRecord,
     notify_payee: Option<&Did>,
 ) -> Result<(), Error> {
     tx.insert_transaction(record).await?;
-    emit(tx, &record.coop_id, CoopEventType::PaymentCreated, record.timestamp, transaction_json(record)).await?;
+    emit(tx, &record.coop_id, record.timestamp, CoopEvent::PaymentCreated(record)).await?;
     if let Some(payee) = notify_payee {
         let (amount, currency) = match &record.conversion {
             Some(leg) => (leg.net_target_amount, leg.to_currency.clone()),
             None => (record.amount, record.currency.clone()),
         };
         let note = Note {
-            kind: "payment_received",
             title: "Payment received".to_owned(),
             body: format!("{} paid you {amount} {currency}.", record.from),
-            data: json!({ "transaction_id": record.id, "from": record.from, "amount": amount, "currency": currency.as_str() }),
+            data: NoteData::PaymentReceived {
+                transaction_id: record.id.clone(),
+                from: record.from.clone(),
+                amount,
+                currency,
+            },
         };
         notify(tx, payee, &record.coop_id, note, record.timestamp).await?;
     }
@@ -713,7 +720,12 @@ async fn pay_in(
     Ok(record)
 }
 
-async fn effective_rate(tx: &mut dyn Tx, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Amount, Error> {
+async fn effective_rate<T: LedgerTx + ?Sized>(
+    tx: &mut T,
+    coop: &CoopId,
+    from: &Currency,
+    to: &Currency,
+) -> Result<Amount, Error> {
     if from == to {
         return Err(Error::bad_request_field("to_currency", "from_currency and to_currency must differ"));
     }
@@ -849,29 +861,6 @@ async fn convert_in(
     };
     record_transaction(tx, &record, Some(&payee)).await?;
     Ok(record)
-}
-
-/// A transaction as event data (and API output share one shape).
-pub fn transaction_json(record: &TransactionRecord) -> Value {
-    let mut value = json!({
-        "id": record.id,
-        "kind": record.kind.as_str(),
-        "from": record.from,
-        "to": record.to,
-        "amount": record.amount,
-        "currency": record.currency.as_str(),
-        "memo": record.memo,
-        "timestamp": record.timestamp,
-    });
-    if let Some(leg) = &record.conversion {
-        let map = value.as_object_mut().expect("object");
-        map.insert("to_currency".into(), json!(leg.to_currency.as_str()));
-        map.insert("rate".into(), json!(leg.rate));
-        map.insert("gross_target_amount".into(), json!(leg.gross_target_amount));
-        map.insert("fee_amount".into(), json!(leg.fee_amount));
-        map.insert("net_target_amount".into(), json!(leg.net_target_amount));
-    }
-    value
 }
 
 /// Whether an account id names one of the coop's system accounts.

@@ -12,35 +12,104 @@
 
 use std::sync::Arc;
 
-use gateway_core::{Clock, CoopId, Did, Error, PageRequest};
-use serde_json::Value;
+use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest, Role};
+use serde::Serialize;
 
 use crate::events::new_id;
-use crate::ports::{NotificationFanout, NotificationReads, NotificationRecord, Transactor, Tx, transaction};
+use crate::ports::{
+    NotificationFanout, NotificationReads, NotificationRecord, NotificationTx, Transactor, transaction,
+};
 
 /// What a notification says.
 #[derive(Debug, Clone)]
 pub struct Note {
-    /// Machine kind, e.g. `payment_received`.
-    pub kind: &'static str,
     /// Short title.
     pub title: String,
     /// Human text.
     pub body: String,
-    /// Structured data.
-    pub data: Value,
+    /// Its kind and structured data.
+    pub data: NoteData,
+}
+
+/// A notification's kind with its structured `data`, which serialises to the `data` object
+/// the API shows (the kind itself is the notification's `kind` field).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum NoteData {
+    /// `payment_received`: what the payee received (after conversion, for a conversion).
+    PaymentReceived {
+        /// The transaction.
+        transaction_id: String,
+        /// The payer's account.
+        from: String,
+        /// The amount credited.
+        amount: Amount,
+        /// Its currency.
+        currency: Currency,
+    },
+    /// `member_added`: the coop joined and the role held.
+    MemberAdded {
+        /// The coop.
+        coop_id: CoopId,
+        /// The role given.
+        role: Role,
+    },
+    /// `proposal_opened`: a proposal the recipient may vote on.
+    ProposalOpened {
+        /// The proposal.
+        proposal_id: String,
+        /// Its domain.
+        domain_id: String,
+    },
+    /// `proposal_closed`: how a proposal of the recipient's domain ended.
+    ProposalClosed {
+        /// The proposal.
+        proposal_id: String,
+        /// `Approved`, `Rejected` or `NoQuorum`.
+        outcome: &'static str,
+    },
+    /// `task_finished`: the recipient's compute task ended.
+    TaskFinished {
+        /// The task.
+        task_id: String,
+        /// Its final status.
+        status: &'static str,
+    },
+}
+
+impl NoteData {
+    /// The notification's machine kind.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            NoteData::PaymentReceived { .. } => "payment_received",
+            NoteData::MemberAdded { .. } => "member_added",
+            NoteData::ProposalOpened { .. } => "proposal_opened",
+            NoteData::ProposalClosed { .. } => "proposal_closed",
+            NoteData::TaskFinished { .. } => "task_finished",
+        }
+    }
+
+    fn to_value(&self) -> Result<serde_json::Value, Error> {
+        serde_json::to_value(self).map_err(|e| Error::Internal(format!("notification data: {e}")))
+    }
 }
 
 /// Stores a notification for `recipient` within the transaction.
-pub async fn notify(tx: &mut dyn Tx, recipient: &Did, coop: &CoopId, note: Note, now: u64) -> Result<(), Error> {
+pub async fn notify<T: NotificationTx + ?Sized>(
+    tx: &mut T,
+    recipient: &Did,
+    coop: &CoopId,
+    note: Note,
+    now: u64,
+) -> Result<(), Error> {
     let record = NotificationRecord {
         id: new_id(),
         recipient: recipient.clone(),
         coop_id: coop.clone(),
-        kind: note.kind.to_owned(),
+        kind: note.data.kind().to_owned(),
+        data: note.data.to_value()?,
         title: note.title,
         body: note.body,
-        data: note.data,
         created_at: now,
         read_at: None,
     };
@@ -49,7 +118,13 @@ pub async fn notify(tx: &mut dyn Tx, recipient: &Did, coop: &CoopId, note: Note,
 
 /// Stores the same notification for every recipient within the transaction: as one pending
 /// fan-out when there are several (call [`spawn_expansion`] after the commit).
-pub async fn notify_all(tx: &mut dyn Tx, recipients: &[Did], coop: &CoopId, note: Note, now: u64) -> Result<(), Error> {
+pub async fn notify_all<T: NotificationTx + ?Sized>(
+    tx: &mut T,
+    recipients: &[Did],
+    coop: &CoopId,
+    note: Note,
+    now: u64,
+) -> Result<(), Error> {
     match recipients {
         [] => Ok(()),
         [one] => notify(tx, one, coop, note, now).await,
@@ -57,10 +132,10 @@ pub async fn notify_all(tx: &mut dyn Tx, recipients: &[Did], coop: &CoopId, note
             let fanout = NotificationFanout {
                 recipients: many.to_vec(),
                 coop_id: coop.clone(),
-                kind: note.kind.to_owned(),
+                kind: note.data.kind().to_owned(),
+                data: note.data.to_value()?,
                 title: note.title,
                 body: note.body,
-                data: note.data,
                 created_at: now,
             };
             tx.insert_notification_fanout(&fanout).await

@@ -161,7 +161,8 @@ pub struct MemberRecord {
 }
 
 /// Kind of ledger transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TransactionKind {
     /// A payment in one currency.
     Payment,
@@ -180,7 +181,7 @@ impl TransactionKind {
 }
 
 /// The target leg of a conversion.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConversionLeg {
     /// Currency credited to the payee.
     pub to_currency: Currency,
@@ -194,8 +195,9 @@ pub struct ConversionLeg {
     pub net_target_amount: Amount,
 }
 
-/// One ledger transaction.
-#[derive(Debug, Clone, PartialEq)]
+/// One ledger transaction. It serialises so that an idempotent operation's result can be
+/// stored and replayed as itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TransactionRecord {
     /// Unique id.
     pub id: String,

@@ -12,13 +12,16 @@ use std::sync::Arc;
 
 use ed25519_dalek::{Signature, VerifyingKey};
 use gateway_core::{Clock, CoopId, Did, DidResolver, Error, KeyDidResolver, PageRequest};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::compute::ccl;
-use crate::events::{CoopEventType, emit, new_id};
-use crate::notifications::{Note, notify};
-use crate::ports::{ComputeReads, TaskOutcome, TaskRecord, TaskResult, TaskStatus, Transactor, Tx, transaction};
+use crate::events::{CoopEvent, emit, new_id};
+use crate::notifications::{Note, NoteData, notify};
+use crate::ports::{
+    ComputeReads, ComputeTx, EventTx, NotificationTx, TaskOutcome, TaskRecord, TaskResult, TaskStatus, Transactor,
+    transaction,
+};
 use crate::trust::TrustGraph;
 
 /// Trust needed to submit a task, and to claim one as an executor.
@@ -85,17 +88,35 @@ impl From<ccl::Outcome> for TaskOutcome {
     }
 }
 
-/// The JCS bytes of a JSON value.
-fn jcs(value: &Value) -> Result<Vec<u8>, Error> {
+/// The JCS bytes of a value.
+fn jcs<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
     serde_jcs::to_vec(value).map_err(|e| Error::Internal(format!("canonical JSON: {e}")))
 }
 
 /// The hash of the canonical task.
 pub fn task_hash(task: &TaskRecord) -> Result<String, Error> {
-    let canonical = json!({
-        "code": task.code, "code_type": task.code_type, "coop_id": task.coop_id.as_str(), "fuel_limit": task.fuel_limit,
-        "inputs": task.inputs, "priority": task.priority, "submitter": task.submitter.as_str(), "task_id": task.task_id,
-    });
+    /// The fields a task hash covers (JCS orders them by name).
+    #[derive(serde::Serialize)]
+    struct Canonical<'a> {
+        code: &'a str,
+        code_type: &'a str,
+        coop_id: &'a CoopId,
+        fuel_limit: u64,
+        inputs: &'a Value,
+        priority: &'a str,
+        submitter: &'a Did,
+        task_id: &'a str,
+    }
+    let canonical = Canonical {
+        code: &task.code,
+        code_type: &task.code_type,
+        coop_id: &task.coop_id,
+        fuel_limit: task.fuel_limit,
+        inputs: &task.inputs,
+        priority: &task.priority,
+        submitter: &task.submitter,
+        task_id: &task.task_id,
+    };
     Ok(hex::encode(Sha256::digest(jcs(&canonical)?)))
 }
 
@@ -106,37 +127,36 @@ pub fn completion_message(task_hash: &str, output: &Value) -> Result<Vec<u8>, Er
     Ok(message)
 }
 
-async fn require_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
+async fn require_task<T: ComputeTx + ?Sized>(tx: &mut T, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
     tx.task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
 }
 
 /// The task, or `NOT_FOUND`, holding its row until the transaction ends: every change of a
 /// task's status takes it before reading the status, so of concurrent claims exactly one finds
 /// it pending and the others find it claimed (409).
-async fn lock_task(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
+async fn lock_task<T: ComputeTx + ?Sized>(tx: &mut T, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
     tx.lock_task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
-}
-
-fn task_event(task: &TaskRecord) -> Value {
-    json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status.as_str(), "submitter": task.submitter.as_str(),
-            "executor": task.executor, "result": task.result })
 }
 
 /// Ends a task with a result (its status follows from the outcome), its
 /// `ComputeTaskCompleted` event and the submitter's notification.
-async fn finish(tx: &mut dyn Tx, task: &mut TaskRecord, result: TaskResult, now: u64) -> Result<(), Error> {
+async fn finish<T: ComputeTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
+    task: &mut TaskRecord,
+    result: TaskResult,
+    now: u64,
+) -> Result<(), Error> {
     let status = result.outcome.status();
     task.status = status;
     task.finished_at = Some(now);
     task.deadline = None;
     task.result = Some(result);
     tx.update_task(task).await?;
-    emit(tx, &task.coop_id, CoopEventType::ComputeTaskCompleted, now, task_event(task)).await?;
+    emit(tx, &task.coop_id, now, CoopEvent::ComputeTaskCompleted(task)).await?;
     let note = Note {
-        kind: "task_finished",
         title: "Compute task finished".into(),
         body: format!("Your task {} ended: {status}.", task.task_id),
-        data: json!({ "task_id": task.task_id, "status": status.as_str() }),
+        data: NoteData::TaskFinished { task_id: task.task_id.clone(), status: status.as_str() },
     };
     notify(tx, &task.submitter, &task.coop_id, note, now).await
 }
@@ -189,7 +209,8 @@ impl Compute {
             executor: None,
             code_type: submission.code_type,
             code: submission.code,
-            inputs: json!(submission.inputs),
+            inputs: serde_json::to_value(&submission.inputs)
+                .map_err(|e| Error::Internal(format!("task inputs: {e}")))?,
             fuel_limit: submission.fuel_limit,
             priority,
             submitted_at: now,
@@ -205,7 +226,7 @@ impl Compute {
                 // A token may name a coop that does not exist (open enrollment): 404, no task.
                 crate::coops::require_coop(tx, &task.coop_id).await?;
                 tx.insert_task(&task).await?;
-                emit(tx, &task.coop_id, CoopEventType::ComputeTaskSubmitted, now, task_event(&task)).await?;
+                emit(tx, &task.coop_id, now, CoopEvent::ComputeTaskSubmitted(&task)).await?;
                 Ok(task)
             })
         })
@@ -254,7 +275,7 @@ impl Compute {
                     fuel_used: 0,
                 });
                 tx.update_task(&task).await?;
-                emit(tx, &coop, CoopEventType::ComputeTaskCancelled, now, task_event(&task)).await?;
+                emit(tx, &coop, now, CoopEvent::ComputeTaskCancelled(&task)).await?;
                 Ok(task)
             })
         })
@@ -286,7 +307,7 @@ impl Compute {
                 task.deadline = Some(now + CLAIM_DEADLINE_SECS);
                 task.attempts += 1;
                 tx.update_task(&task).await?;
-                emit(tx, &coop, CoopEventType::ComputeTaskClaimed, now, task_event(&task)).await?;
+                emit(tx, &coop, now, CoopEvent::ComputeTaskClaimed(&task)).await?;
                 Ok(task)
             })
         })

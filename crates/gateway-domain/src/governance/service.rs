@@ -10,19 +10,19 @@ use std::fmt;
 use std::sync::Arc;
 
 use gateway_core::{Clock, CoopId, Did, Error, PageRequest, Role};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     COOP_DOMAIN, Choice, Delegation, DelegationScope, DirectVote, Effect, MembershipAction, Outcome, ProposalPayload,
     ProposalStatus, Rule, Tally, decide, sign_receipt, tally,
 };
 use crate::coops::{add_member_in, lock_coop, remove_member_in, require_coop, update_settings_in};
-use crate::events::{CoopEventType, emit, new_id};
+use crate::events::{CoopEvent, VoteCast, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
-use crate::notifications::{Note, notify_all, spawn_expansion};
+use crate::notifications::{Note, NoteData, notify_all, spawn_expansion};
 use crate::ports::{
-    DelegationRecord, DomainRecord, GovReads, MemberRecord, MembershipObserver, ProposalQuery, ProposalRecord,
-    SigningKeyRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
+    CoopTx, DelegationRecord, DomainRecord, GovReads, GovTx, MemberRecord, MembershipObserver, ProposalQuery,
+    ProposalRecord, SigningKeyRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -116,10 +116,6 @@ fn member_strings(members: &[Did]) -> Vec<String> {
     members.iter().map(ToString::to_string).collect()
 }
 
-fn proposal_event(p: &ProposalRecord) -> Value {
-    json!({ "proposal_id": p.id, "domain_id": p.domain_id, "title": p.title, "status": p.status.as_str(), "author": p.author.as_str() })
-}
-
 /// A domain with its members: the coop domain's are the coop's current members.
 async fn require_domain(tx: &mut dyn Tx, coop: &CoopId, domain_id: &str) -> Result<DomainRecord, Error> {
     let mut domain = tx.domain(coop, domain_id).await?.ok_or_else(|| Error::not_found("domain", domain_id))?;
@@ -135,19 +131,19 @@ async fn require_domain(tx: &mut dyn Tx, coop: &CoopId, domain_id: &str) -> Resu
     Ok(domain)
 }
 
-async fn require_proposal(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
+async fn require_proposal<T: GovTx + ?Sized>(tx: &mut T, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
     tx.proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
 }
 
 /// The proposal, or `NOT_FOUND`, holding its row until the transaction ends: opens, votes and
 /// closes take it before they read the status, so a second close waits for the first and then
 /// finds the proposal closed (409) instead of paying out again.
-async fn lock_proposal(tx: &mut dyn Tx, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
+async fn lock_proposal<T: GovTx + ?Sized>(tx: &mut T, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
     tx.lock_proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
 }
 
 /// Creating and changing domains is for the coop's admins (403 `admin_only` otherwise).
-async fn require_admin(tx: &mut dyn Tx, coop: &CoopId, caller: &Did) -> Result<(), Error> {
+async fn require_admin<T: CoopTx + ?Sized>(tx: &mut T, coop: &CoopId, caller: &Did) -> Result<(), Error> {
     match tx.member(coop, caller).await? {
         Some(MemberRecord { role: Role::Admin, .. }) => Ok(()),
         _ => Err(Error::denied("admin_only", "only an admin of the cooperative may create or change a domain")),
@@ -155,7 +151,7 @@ async fn require_admin(tx: &mut dyn Tx, coop: &CoopId, caller: &Did) -> Result<(
 }
 
 /// Every listed DID must be a member of the coop (400 naming `members`).
-async fn require_coop_members(tx: &mut dyn Tx, coop: &CoopId, members: &[Did]) -> Result<(), Error> {
+async fn require_coop_members<T: CoopTx + ?Sized>(tx: &mut T, coop: &CoopId, members: &[Did]) -> Result<(), Error> {
     for member in members {
         if tx.member(coop, member).await?.is_none() {
             return Err(Error::bad_request_field("members", format!("{member} is not a member of the cooperative")));
@@ -228,8 +224,7 @@ impl Governance {
                 }
                 require_coop_members(tx, &record.coop_id, &record.members).await?;
                 tx.insert_domain(&record).await?;
-                let data = json!({ "domain_id": record.domain_id, "name": record.name, "members": member_strings(&record.members) });
-                emit(tx, &record.coop_id, CoopEventType::GovernanceDomainCreated, record.created_at, data).await?;
+                emit(tx, &record.coop_id, record.created_at, CoopEvent::GovernanceDomainCreated(&record)).await?;
                 Ok(record)
             })
         })
@@ -383,7 +378,7 @@ impl Governance {
                     effect: None,
                 };
                 tx.insert_proposal(&proposal).await?;
-                emit(tx, &coop, CoopEventType::GovernanceProposalCreated, now, proposal_event(&proposal)).await?;
+                emit(tx, &coop, now, CoopEvent::GovernanceProposalCreated(&proposal)).await?;
                 if open {
                     open_in(tx, &mut proposal, &domain, now).await?;
                 }
@@ -445,8 +440,8 @@ impl Governance {
                     ));
                 }
                 let replaced = tx.upsert_vote(&id, &voter, choice.as_str(), now).await?;
-                let data = json!({ "proposal_id": id, "voter": voter.as_str(), "choice": choice.as_str(), "replaced": replaced });
-                emit(tx, &coop, CoopEventType::GovernanceVoteCast, now, data).await?;
+                let vote = VoteCast { proposal_id: &id, voter: &voter, choice: choice.as_str(), replaced };
+                emit(tx, &coop, now, CoopEvent::GovernanceVoteCast(vote)).await?;
                 Ok(VoteOutcome { choice, replaced })
             })
         })
@@ -549,15 +544,11 @@ impl Governance {
                     rotate_in(tx, keys.as_ref(), &coop, now).await?;
                 }
                 tx.update_proposal(&proposal).await?;
-                let mut data = proposal_event(&proposal);
-                data["outcome"] = json!(outcome.as_str());
-                data["tally"] = json!({ "for": result.for_, "against": result.against, "abstain": result.abstain });
-                emit(tx, &coop, CoopEventType::GovernanceProposalClosed, now, data).await?;
+                emit(tx, &coop, now, CoopEvent::GovernanceProposalClosed(&proposal)).await?;
                 let note = Note {
-                    kind: "proposal_closed",
                     title: format!("Proposal closed: {}", proposal.title),
                     body: format!("The proposal '{}' closed: {}.", proposal.title, outcome.as_str()),
-                    data: json!({ "proposal_id": proposal.id, "outcome": outcome.as_str() }),
+                    data: NoteData::ProposalClosed { proposal_id: proposal.id.clone(), outcome: outcome.as_str() },
                 };
                 notify_all(tx, &domain.members, &coop, note, now).await?;
                 Ok(proposal)
@@ -732,16 +723,15 @@ async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &Domain
     proposal.opened_at = Some(now);
     proposal.closes_at = Some(now + proposal.voting_duration_secs);
     tx.update_proposal(proposal).await?;
-    emit(tx, &proposal.coop_id, CoopEventType::GovernanceProposalOpened, now, proposal_event(proposal)).await?;
+    emit(tx, &proposal.coop_id, now, CoopEvent::GovernanceProposalOpened(proposal)).await?;
     let note = Note {
-        kind: "proposal_opened",
         title: format!("New proposal: {}", proposal.title),
         body: format!(
             "A proposal in domain '{}' is open for voting until {}.",
             domain.domain_id,
             now + proposal.voting_duration_secs
         ),
-        data: json!({ "proposal_id": proposal.id, "domain_id": domain.domain_id }),
+        data: NoteData::ProposalOpened { proposal_id: proposal.id.clone(), domain_id: domain.domain_id.clone() },
     };
     notify_all(tx, &domain.members, &proposal.coop_id, note, now).await?;
     Ok(())

@@ -3,10 +3,9 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gateway_core::{Amount, CoopId, Currency, Did, Error, PageInfo, PageRequest};
+use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ledger::{Idempotency, Replay, StoredResponse};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::caller::Caller;
@@ -78,14 +77,6 @@ impl From<gateway_core::PageInfo> for PaginationDto {
     fn from(page: gateway_core::PageInfo) -> Self {
         Self { limit: page.limit, offset: page.offset, total: page.total, has_more: page.has_more }
     }
-}
-
-/// `{"<name>": [...], "pagination": {...}}`.
-pub fn list(name: &str, items: Vec<Value>, page: PageInfo) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert(name.to_owned(), Value::Array(items));
-    map.insert("pagination".to_owned(), serde_json::to_value(page).expect("plain struct"));
-    map
 }
 
 /// The `Idempotency-Key` of a request, scoped to the caller and coop, with the request's hash.

@@ -6,17 +6,17 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use gateway_core::Error;
-use gateway_domain::ports::{TaskOutcome, TaskRecord};
+use gateway_domain::ports::{TaskOutcome, TaskRecord, TaskResult};
 use gateway_domain::tasks::{Completion, Submission};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::caller::Authorized;
 use crate::caller::scopes::{AnyToken, ComputeExecute, ComputeSubmit};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
-use crate::routes::common::{PageQuery, list};
+use crate::routes::common::{PageQuery, PaginationDto};
 use crate::state::AppState;
 
 /// A task submission.
@@ -62,22 +62,113 @@ pub struct TaskFilters {
     pub offset: Option<u64>,
 }
 
-fn task_json(t: &TaskRecord) -> Value {
-    json!({
-        "task_id": t.task_id,
-        "task_hash": t.task_hash,
-        "status": t.status.as_str(),
-        "submitter": t.submitter.as_str(),
-        "executor": t.executor,
-        "code_type": t.code_type,
-        "fuel_limit": t.fuel_limit,
-        "priority": t.priority,
-        "inputs": t.inputs,
-        "submitted_at": t.submitted_at,
-        "claimed_at": t.claimed_at,
-        "finished_at": t.finished_at,
-        "result": t.result,
-    })
+/// The result of an ended task.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct TaskResultDto {
+    /// `success`, `failed`, `out_of_fuel`, `timeout` or `cancelled`.
+    pub outcome: String,
+    /// The output (any JSON; `null` when there is none).
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// Why it failed; `null` otherwise.
+    pub error: Option<String>,
+    /// Fuel spent.
+    pub fuel_used: u64,
+}
+
+impl From<&TaskResult> for TaskResultDto {
+    fn from(result: &TaskResult) -> Self {
+        Self {
+            outcome: result.outcome.as_str().to_owned(),
+            output: result.output.clone(),
+            error: result.error.clone(),
+            fuel_used: result.fuel_used,
+        }
+    }
+}
+
+/// A compute task.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct TaskDto {
+    /// Id.
+    pub task_id: String,
+    /// SHA-256 hex of the canonical task.
+    pub task_hash: String,
+    /// `pending`, `claimed`, `running`, `completed`, `failed`, `cancelled` or `timed_out`.
+    pub status: String,
+    /// Submitter DID.
+    pub submitter: String,
+    /// Who claimed it (a DID, or `builtin`); `null` until claimed.
+    pub executor: Option<String>,
+    /// `ccl`.
+    pub code_type: String,
+    /// Fuel bound.
+    pub fuel_limit: u64,
+    /// `low`, `normal` or `high`.
+    pub priority: String,
+    /// String inputs: string keys to string values.
+    #[schema(value_type = Object)]
+    pub inputs: Value,
+    /// Unix seconds.
+    pub submitted_at: u64,
+    /// When claimed; `null` until then.
+    pub claimed_at: Option<u64>,
+    /// When it ended; `null` until then.
+    pub finished_at: Option<u64>,
+    /// Set once it ended; `null` until then.
+    pub result: Option<TaskResultDto>,
+}
+
+impl From<&TaskRecord> for TaskDto {
+    fn from(t: &TaskRecord) -> Self {
+        Self {
+            task_id: t.task_id.clone(),
+            task_hash: t.task_hash.clone(),
+            status: t.status.as_str().to_owned(),
+            submitter: t.submitter.as_str().to_owned(),
+            executor: t.executor.clone(),
+            code_type: t.code_type.clone(),
+            fuel_limit: t.fuel_limit,
+            priority: t.priority.clone(),
+            inputs: t.inputs.clone(),
+            submitted_at: t.submitted_at,
+            claimed_at: t.claimed_at,
+            finished_at: t.finished_at,
+            result: t.result.as_ref().map(TaskResultDto::from),
+        }
+    }
+}
+
+/// A claimed task, with what the executor needs to run it.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct ClaimedTaskDto {
+    /// The task.
+    #[serde(flatten)]
+    pub task: TaskDto,
+    /// The serialised contract.
+    pub code: String,
+    /// When the claim times out, Unix seconds.
+    pub deadline: Option<u64>,
+}
+
+/// The answer to a submission.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct SubmittedTaskDto {
+    /// Id.
+    pub task_id: String,
+    /// SHA-256 hex of the canonical task.
+    pub task_hash: String,
+    /// `pending`.
+    pub status: String,
+}
+
+/// A page of the coop's tasks, newest first.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct TaskPage {
+    /// The tasks.
+    pub tasks: Vec<TaskDto>,
+    /// Where this page is.
+    pub pagination: PaginationDto,
 }
 
 /// The inputs must be string → string; report a non-string value by its key.
@@ -113,16 +204,14 @@ async fn submit_task(state: &AppState, caller: &crate::Caller, body: Value) -> A
             },
         )
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(json!({ "task_id": task.task_id, "task_hash": task.task_hash, "status": task.status.as_str() })),
-    )
-        .into_response())
+    let answer =
+        SubmittedTaskDto { task_id: task.task_id, task_hash: task.task_hash, status: task.status.as_str().to_owned() };
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 /// Submits a compute task (trust ≥ 0.3).
 #[utoipa::path(post, path = "/v1/compute/submit", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
-    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = Object),
+    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = SubmittedTaskDto),
               (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
               (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
 pub async fn submit(
@@ -135,7 +224,7 @@ pub async fn submit(
 
 /// Submits a compute task (short family).
 #[utoipa::path(post, path = "/compute/tasks", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
-    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = Object),
+    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = SubmittedTaskDto),
               (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
 pub async fn short_submit(
     State(state): State<AppState>,
@@ -145,71 +234,71 @@ pub async fn short_submit(
     submit_task(&state, &caller, body).await
 }
 
-async fn list_of(state: &AppState, caller: &crate::Caller, filters: TaskFilters) -> ApiResult<Json<Value>> {
+async fn list_of(state: &AppState, caller: &crate::Caller, filters: TaskFilters) -> ApiResult<Json<TaskPage>> {
     let coop = caller.coop()?.clone();
     let page = PageQuery { limit: filters.limit, offset: filters.offset }.page()?;
     let (tasks, total) = state.compute.list(&coop, filters.status.as_deref(), page).await?;
-    Ok(Json(Value::Object(list("tasks", tasks.iter().map(task_json).collect(), page.info(total)))))
+    Ok(Json(TaskPage { tasks: tasks.iter().map(TaskDto::from).collect(), pagination: page.info(total).into() }))
 }
 
 /// Tasks of the token's coop, newest first.
 #[utoipa::path(get, path = "/v1/compute/tasks", tag = "compute", security(("bearer" = [])), params(TaskFilters),
-    responses((status = 200, description = "`{tasks, pagination}`", body = Object),
+    responses((status = 200, description = "`{tasks, pagination}`", body = TaskPage),
               (status = 400, description = "Unknown status, invalid limit or offset", body = crate::openapi::ErrorBody)))]
 pub async fn list_tasks(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Query(filters): Query<TaskFilters>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskPage>> {
     list_of(&state, &caller, filters).await
 }
 
 /// Tasks (short family).
 #[utoipa::path(get, path = "/compute/tasks", tag = "compute", security(("bearer" = [])), params(TaskFilters),
-    responses((status = 200, description = "`{tasks, pagination}`", body = Object)))]
+    responses((status = 200, description = "`{tasks, pagination}`", body = TaskPage)))]
 pub async fn short_list(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Query(filters): Query<TaskFilters>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskPage>> {
     list_of(&state, &caller, filters).await
 }
 
-async fn get_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<Value>> {
+async fn get_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<TaskDto>> {
     let coop = caller.coop()?.clone();
-    Ok(Json(task_json(&state.compute.get(&coop, id).await?)))
+    Ok(Json(TaskDto::from(&state.compute.get(&coop, id).await?)))
 }
 
 /// One task.
 #[utoipa::path(get, path = "/v1/compute/tasks/{id}", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The task", body = Object), (status = 404, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The task", body = TaskDto), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get_task(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskDto>> {
     get_of(&state, &caller, &id).await
 }
 
 /// One task (short family).
 #[utoipa::path(get, path = "/compute/tasks/{id}", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The task", body = Object)))]
+    responses((status = 200, description = "The task", body = TaskDto)))]
 pub async fn short_get(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskDto>> {
     get_of(&state, &caller, &id).await
 }
 
-async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<Value>> {
+async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<TaskDto>> {
     let coop = caller.coop()?.clone();
-    Ok(Json(task_json(&state.compute.cancel(&coop, &caller.did, id).await?)))
+    Ok(Json(TaskDto::from(&state.compute.cancel(&coop, &caller.did, id).await?)))
 }
 
 /// Cancels a pending or claimed task (its submitter only).
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/cancel", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The cancelled task", body = Object),
+    responses((status = 200, description = "The cancelled task", body = TaskDto),
               (status = 403, description = "Not the submitter (`details.reason = \"not_the_submitter\"`)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
               (status = 409, description = "The task is completed, failed, cancelled or timed out: only a pending \
@@ -218,26 +307,26 @@ pub async fn cancel(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskDto>> {
     cancel_of(&state, &caller, &id).await
 }
 
 /// Cancels a task (short family).
 #[utoipa::path(post, path = "/compute/tasks/{id}/cancel", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The cancelled task", body = Object),
+    responses((status = 200, description = "The cancelled task", body = TaskDto),
               (status = 409, description = "The task is completed, failed, cancelled or timed out: only a pending \
 or claimed task can be cancelled", body = crate::openapi::ErrorBody)))]
 pub async fn short_cancel(
     State(state): State<AppState>,
     caller: Authorized<ComputeSubmit>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskDto>> {
     cancel_of(&state, &caller, &id).await
 }
 
 /// Claims a pending task for the calling executor (trust ≥ 0.3; deadline 60 s).
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/claim", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The claimed task, with its code and inputs", body = Object),
+    responses((status = 200, description = "The claimed task, with its code and inputs", body = ClaimedTaskDto),
               (status = 403, description = "Missing scope (`AUTHORIZATION_FAILED`) or trust below 0.3 (`INSUFFICIENT_TRUST`, with required and actual)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
               (status = 409, description = "Not pending", body = crate::openapi::ErrorBody)))]
@@ -245,19 +334,16 @@ pub async fn claim(
     State(state): State<AppState>,
     caller: Authorized<ComputeExecute>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ClaimedTaskDto>> {
     let coop = caller.coop()?.clone();
     let task = state.compute.claim(&coop, &caller.did, &id).await?;
-    let mut body = task_json(&task);
-    body["code"] = json!(task.code);
-    body["deadline"] = json!(task.deadline);
-    Ok(Json(body))
+    Ok(Json(ClaimedTaskDto { task: TaskDto::from(&task), code: task.code, deadline: task.deadline }))
 }
 
 /// Completes a claimed task with a signed result; only the executor that claimed it may.
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/complete", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = CompleteBody,
-    responses((status = 200, description = "The finished task", body = Object),
+    responses((status = 200, description = "The finished task", body = TaskDto),
               (status = 400, description = "Bad signature, outcome or fuel_used", body = crate::openapi::ErrorBody),
               (status = 403, description = "Not the executor that claimed the task (`details.reason = \"not_the_executor\"`)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
@@ -267,7 +353,7 @@ pub async fn complete(
     caller: Authorized<ComputeExecute>,
     Path(id): Path<String>,
     Json(body): Json<CompleteBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskDto>> {
     let coop = caller.coop()?.clone();
     let outcome = body
         .outcome
@@ -284,5 +370,5 @@ pub async fn complete(
         outcome,
         error: body.error,
     };
-    Ok(Json(task_json(&state.compute.complete(&coop, &caller.did, &id, completion).await?)))
+    Ok(Json(TaskDto::from(&state.compute.complete(&coop, &caller.did, &id, completion).await?)))
 }

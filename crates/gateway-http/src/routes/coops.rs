@@ -7,7 +7,7 @@ use gateway_core::{Amount, Error, Role};
 use gateway_domain::coops::{NewCoop, SettingsPatch, fee_percent};
 use gateway_domain::ports::{CoopRecord, CoopSettings, MemberRecord};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::caller::Authorized;
@@ -162,6 +162,25 @@ impl From<&MemberRecord> for MemberDto {
             credit_limit: member.credit_limit,
         }
     }
+}
+
+/// A coop's public statistics.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct StatsDto {
+    /// The coop.
+    pub coop_id: String,
+    /// Members.
+    pub member_count: u64,
+    /// Ledger transactions recorded.
+    pub transaction_count: u64,
+    /// Currencies in use.
+    pub currencies: Vec<String>,
+    /// Proposals of every status.
+    pub proposal_count: u64,
+    /// Proposals open for voting.
+    pub open_proposal_count: u64,
+    /// Unix seconds.
+    pub created_at: u64,
 }
 
 /// A page of the caller's cooperatives.
@@ -394,19 +413,19 @@ pub async fn update_settings(
 
 /// Public statistics of a coop (no token).
 #[utoipa::path(get, path = "/v1/coops/{id}/stats", tag = "coops", params(("id" = String, Path)),
-    responses((status = 200, description = "`{coop_id, member_count, transaction_count, currencies, proposal_count, open_proposal_count, created_at}`", body = Object),
+    responses((status = 200, description = "The coop's public figures", body = StatsDto),
               (status = 404, body = crate::openapi::ErrorBody)))]
-pub async fn stats(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn stats(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<StatsDto>> {
     let coop = common::coop_id(&id)?;
     let stats = state.coops.stats(&coop).await?;
     let (proposal_count, open_proposal_count) = state.governance.counts(&coop).await?;
-    Ok(Json(json!({
-        "coop_id": stats.coop.id.as_str(),
-        "member_count": stats.coop.member_count,
-        "transaction_count": stats.transaction_count,
-        "currencies": stats.currencies.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-        "proposal_count": proposal_count,
-        "open_proposal_count": open_proposal_count,
-        "created_at": stats.coop.created_at,
-    })))
+    Ok(Json(StatsDto {
+        coop_id: stats.coop.id.to_string(),
+        member_count: stats.coop.member_count,
+        transaction_count: stats.transaction_count,
+        currencies: stats.currencies.iter().map(ToString::to_string).collect(),
+        proposal_count,
+        open_proposal_count,
+        created_at: stats.coop.created_at,
+    }))
 }

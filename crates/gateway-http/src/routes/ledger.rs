@@ -7,11 +7,10 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Did, Error};
 use gateway_domain::ledger::{
-    BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, StoredResponse, is_system,
+    AccountBalances, BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, StoredResponse, is_system,
 };
 use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::caller::scopes::{LedgerRead, LedgerWrite, OracleRead, OracleWrite};
@@ -333,9 +332,20 @@ pub struct BalanceDto {
     /// Balance in `currency`.
     #[schema(value_type = f64)]
     pub balance: Amount,
-    /// Every currency's balance.
-    #[schema(value_type = Object)]
-    pub balances: Value,
+    /// Every currency's balance, by currency code.
+    #[schema(value_type = std::collections::BTreeMap<String, f64>)]
+    pub balances: std::collections::BTreeMap<String, Amount>,
+}
+
+impl From<AccountBalances> for BalanceDto {
+    fn from(b: AccountBalances) -> Self {
+        Self {
+            did: b.account,
+            currency: b.currency.to_string(),
+            balance: b.balance,
+            balances: b.balances.into_iter().map(|(c, a)| (c.to_string(), a)).collect(),
+        }
+    }
 }
 
 async fn balance_of(
@@ -343,17 +353,9 @@ async fn balance_of(
     coop: &CoopId,
     account: &str,
     currency: Option<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<BalanceDto>> {
     let currency = currency.as_deref().map(|c| common::currency("currency", c)).transpose()?;
-    let balances = state.ledger.balance(coop, account, currency).await?;
-    let map: serde_json::Map<String, Value> =
-        balances.balances.iter().map(|(c, b)| (c.to_string(), json!(b))).collect();
-    Ok(Json(json!({
-        "did": balances.account,
-        "currency": balances.currency.as_str(),
-        "balance": balances.balance,
-        "balances": map,
-    })))
+    Ok(Json(BalanceDto::from(state.ledger.balance(coop, account, currency).await?)))
 }
 
 fn account(coop: &CoopId, text: &str) -> ApiResult<String> {
@@ -372,7 +374,7 @@ pub async fn balance(
     caller: Authorized<LedgerRead>,
     Path((coop, did)): Path<(String, String)>,
     Query(query): Query<BalanceQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<BalanceDto>> {
     let coop = common::path_coop(&caller, &coop)?;
     let account = account(&coop, &did)?;
     balance_of(&state, &coop, &account, query.currency).await
@@ -387,7 +389,7 @@ pub async fn short_balance(
     State(state): State<AppState>,
     caller: Authorized<LedgerRead>,
     Query(query): Query<BalanceQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<BalanceDto>> {
     let coop = caller.coop()?.clone();
     balance_of(&state, &coop, caller.did.as_str(), query.currency).await
 }
@@ -516,21 +518,44 @@ pub struct QuoteBody {
     pub to_currency: String,
 }
 
-fn quote_json(quote: &QuoteRecord) -> Value {
-    json!({
-        "quote_id": quote.id,
-        "rate": quote.rate,
-        "gross_target_amount": quote.gross_target_amount,
-        "fee_amount": quote.fee_amount,
-        "net_target_amount": quote.net_target_amount,
-        "valid_until": quote.valid_until,
-    })
+/// A conversion quote, binding until `valid_until`.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct QuoteDto {
+    /// Pass as `quote_id` to convert at exactly these figures.
+    pub quote_id: String,
+    /// Target units per source unit.
+    #[schema(value_type = f64)]
+    pub rate: Amount,
+    /// `amount × rate`.
+    #[schema(value_type = f64)]
+    pub gross_target_amount: Amount,
+    /// The fee the coop's exchange account keeps.
+    #[schema(value_type = f64)]
+    pub fee_amount: Amount,
+    /// What the payee would receive.
+    #[schema(value_type = f64)]
+    pub net_target_amount: Amount,
+    /// Unix seconds.
+    pub valid_until: u64,
+}
+
+impl From<&QuoteRecord> for QuoteDto {
+    fn from(q: &QuoteRecord) -> Self {
+        Self {
+            quote_id: q.id.clone(),
+            rate: q.rate,
+            gross_target_amount: q.gross_target_amount,
+            fee_amount: q.fee_amount,
+            net_target_amount: q.net_target_amount,
+            valid_until: q.valid_until,
+        }
+    }
 }
 
 /// Quotes a cross-currency payment (valid 60 s).
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert/quote", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path)), request_body = QuoteBody,
-    responses((status = 200, description = "`{quote_id, rate, gross_target_amount, fee_amount, net_target_amount, valid_until}`", body = Object),
+    responses((status = 200, description = "The quote", body = QuoteDto),
               (status = 404, description = "The cooperative does not exist, or no rate is set for the pair nor for its \
 opposite", body = crate::openapi::ErrorBody),
               (status = 409, description = "Only the opposite pair's rate is set, and its inverse is below the \
@@ -540,12 +565,12 @@ pub async fn quote(
     caller: Authorized<LedgerRead>,
     Path(coop): Path<String>,
     Json(body): Json<QuoteBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<QuoteDto>> {
     let coop = common::path_coop(&caller, &coop)?;
     let amount = payment_amount("amount", body.amount)?;
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
-    Ok(Json(quote_json(&state.ledger.quote(&coop, amount, from, to).await?)))
+    Ok(Json(QuoteDto::from(&state.ledger.quote(&coop, amount, from, to).await?)))
 }
 
 /// A cross-currency payment.
@@ -624,26 +649,47 @@ pub async fn convert(
     .await
 }
 
-fn rate_json(rate: &RateRecord) -> Value {
-    let inverse = if rate.rate.micros() > 0 {
-        Amount::from_micros((1_000_000_000_000i128 / i128::from(rate.rate.micros())) as i64)
-    } else {
-        Amount::ZERO
-    };
-    json!({
-        "from_currency": rate.from_currency.as_str(),
-        "to_currency": rate.to_currency.as_str(),
-        "rate": rate.rate,
-        "inverse_rate": inverse,
-        "set_by": rate.set_by.as_str(),
-        "set_at": rate.set_at,
-    })
+/// An exchange rate of the coop.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct RateDto {
+    /// Source currency.
+    pub from_currency: String,
+    /// Target currency.
+    pub to_currency: String,
+    /// Target units per source unit.
+    #[schema(value_type = f64)]
+    pub rate: Amount,
+    /// Source units per target unit, to the ledger's precision (0 for a zero rate).
+    #[schema(value_type = f64)]
+    pub inverse_rate: Amount,
+    /// Who set it.
+    pub set_by: String,
+    /// Unix seconds.
+    pub set_at: u64,
+}
+
+impl From<&RateRecord> for RateDto {
+    fn from(rate: &RateRecord) -> Self {
+        let inverse_rate = if rate.rate.micros() > 0 {
+            Amount::from_micros((1_000_000_000_000i128 / i128::from(rate.rate.micros())) as i64)
+        } else {
+            Amount::ZERO
+        };
+        Self {
+            from_currency: rate.from_currency.to_string(),
+            to_currency: rate.to_currency.to_string(),
+            rate: rate.rate,
+            inverse_rate,
+            set_by: rate.set_by.to_string(),
+            set_at: rate.set_at,
+        }
+    }
 }
 
 /// The exchange rate of the token's coop for a pair.
 #[utoipa::path(get, path = "/v1/oracle/rate/{from}/{to}", tag = "ledger", security(("bearer" = [])),
     params(("from" = String, Path), ("to" = String, Path)),
-    responses((status = 200, description = "`{from_currency, to_currency, rate, inverse_rate, set_by, set_at}`", body = Object),
+    responses((status = 200, description = "The rate", body = RateDto),
               (status = 404, description = "No rate is set for the pair nor for its opposite in the token's coop",
                body = crate::openapi::ErrorBody),
               (status = 409, description = "Only the opposite pair's rate is set, and its inverse is below the \
@@ -652,10 +698,10 @@ pub async fn get_rate(
     State(state): State<AppState>,
     caller: Authorized<OracleRead>,
     Path((from, to)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RateDto>> {
     let coop = caller.coop()?.clone();
     let (from, to) = (common::currency("from", &from)?, common::currency("to", &to)?);
-    Ok(Json(rate_json(&state.ledger.rate(&coop, &from, &to).await?)))
+    Ok(Json(RateDto::from(&state.ledger.rate(&coop, &from, &to).await?)))
 }
 
 /// A manual rate.
@@ -672,7 +718,7 @@ pub struct RateBody {
 
 /// Sets a manual exchange rate for the token's coop.
 #[utoipa::path(post, path = "/v1/oracle/rate", tag = "ledger", security(("bearer" = [])), request_body = RateBody,
-    responses((status = 201, description = "The rate", body = Object),
+    responses((status = 201, description = "The rate", body = RateDto),
               (status = 404, description = "The token's cooperative does not exist",
                body = crate::openapi::ErrorBody)))]
 pub async fn set_rate(
@@ -684,5 +730,5 @@ pub async fn set_rate(
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
     let rate = state.ledger.set_rate(&coop, &caller.did, from, to, body.rate).await?;
-    Ok((StatusCode::CREATED, axum::Json(rate_json(&rate))).into_response())
+    Ok((StatusCode::CREATED, Json(RateDto::from(&rate))).into_response())
 }
