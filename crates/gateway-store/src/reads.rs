@@ -10,13 +10,18 @@ use gateway_domain::ports::{
     RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
 
-use crate::conn::{Arg, Conn, Db, Row};
-use crate::conn::{
-    COOP_COLUMNS, CoopRow, MemberRow, NOTIFICATION_COLUMNS, NotificationRow, RateRow, TRANSACTION_COLUMNS,
-    TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
-    parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
+use crate::conn::compute::{TASK_COLUMNS, TaskRow, task_from_row};
+use crate::conn::coops::{COOP_COLUMNS, CoopRow, MemberRow, coop_from_row, member_from_row};
+use crate::conn::governance::{
+    DomainRow, PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, domain_from_row, proposal_from_row,
+    signing_key_from_row,
 };
-use crate::conn::{PROPOSAL_COLUMNS, ProposalRow, domain_from_row, proposal_from_row};
+use crate::conn::ledger::{
+    IdempotencyRow, RateRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row, rate_from_row,
+    transaction_from_row,
+};
+use crate::conn::notifications::{NOTIFICATION_COLUMNS, NotificationRow, notification_from_row};
+use crate::conn::{Arg, Conn, Db, Row, parse_coop, parse_currency, parse_did, parse_json, to_i64, to_u64};
 use crate::sqlite::Borrowed;
 use crate::{Backend, Store, db_error};
 use futures_util::FutureExt;
@@ -187,14 +192,14 @@ impl LedgerReads for Store {
     }
 
     async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let row: Option<crate::conn::IdempotencyRow> = self
+        let row: Option<IdempotencyRow> = self
             .read_optional(
                 "SELECT key, request_hash, status, body, created_at FROM idempotency \
                  WHERE key = $1 AND created_at >= $2 AND status <> 0",
                 args![key, to_i64(not_before)?],
             )
             .await?;
-        Ok(row.map(crate::conn::idempotency_from_row))
+        Ok(row.map(idempotency_from_row))
     }
 }
 
@@ -338,7 +343,7 @@ impl GovReads for Store {
     }
 
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<crate::conn::DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
+        let rows: Vec<DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
         rows.into_iter().map(domain_from_row).collect()
     }
 
@@ -377,17 +382,17 @@ impl GovReads for Store {
     }
 
     async fn signing_keys(&self, coop: &CoopId) -> Result<Vec<SigningKeyRecord>, Error> {
-        let rows: Vec<crate::conn::SigningKeyRow> = self
+        let rows: Vec<SigningKeyRow> = self
             .read_all(
                 &format!(
                     "SELECT {} FROM signing_keys WHERE coop_id = $1 OR coop_id IS NULL \
                      ORDER BY valid_from, COALESCE(master, -1), generation, public_key",
-                    crate::conn::SIGNING_KEY_COLUMNS
+                    SIGNING_KEY_COLUMNS
                 ),
                 args![coop.as_str()],
             )
             .await?;
-        rows.into_iter().map(crate::conn::signing_key_from_row).collect()
+        rows.into_iter().map(signing_key_from_row).collect()
     }
 }
 
@@ -407,14 +412,12 @@ impl ComputeReads for Store {
             let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
             format!("coop_id = $1 AND status IN ({})", list.join(", "))
         };
-        let sql = format!(
-            "SELECT {} FROM compute_tasks WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3",
-            crate::conn::TASK_COLUMNS
-        );
-        let rows: Vec<crate::conn::TaskRow> = self.read_all(&sql, args![coop.as_str(), limit, offset]).await?;
+        let sql =
+            format!("SELECT {} FROM compute_tasks WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3", TASK_COLUMNS);
+        let rows: Vec<TaskRow> = self.read_all(&sql, args![coop.as_str(), limit, offset]).await?;
         let count = format!("SELECT COUNT(*) FROM compute_tasks WHERE {filter}");
         let total: i64 = self.read_one(&count, args![coop.as_str()]).await?;
-        Ok((rows.into_iter().map(crate::conn::task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+        Ok((rows.into_iter().map(task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
