@@ -12,15 +12,17 @@ use gateway_domain::ports::{
 
 use crate::conn::compute::{TASK_COLUMNS, TaskRow, task_from_row};
 use crate::conn::coops::{COOP_COLUMNS, CoopRow, MemberRow, coop_from_row, member_from_row};
+use crate::conn::events::{EventRow, event_from_row};
 use crate::conn::governance::{
-    DomainRow, PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, domain_from_row, proposal_from_row,
-    signing_key_from_row,
+    DOMAIN_COLUMNS, DomainRow, PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, domain_from_row,
+    proposal_from_row, signing_key_from_row,
 };
 use crate::conn::ledger::{
-    IdempotencyRow, RateRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row, rate_from_row,
-    transaction_from_row,
+    IDEMPOTENCY_COLUMNS, IdempotencyRow, RateRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row,
+    rate_from_row, transaction_from_row,
 };
 use crate::conn::notifications::{NOTIFICATION_COLUMNS, NotificationRow, notification_from_row};
+use crate::conn::trust::{EdgeRow, edge_from_row};
 use crate::conn::{Arg, Conn, Db, Row, parse_coop, parse_currency, parse_did, parse_json, to_i64, to_u64};
 use crate::sqlite::Borrowed;
 use crate::{Backend, Store, db_error};
@@ -86,9 +88,17 @@ impl Store {
     }
 }
 
-/// [`CoopRow`] followed by one balance's currency and amount (absent when the account has none).
-type CoopBalanceRow =
-    (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64, Option<String>, Option<i64>);
+/// A [`CoopRow`] followed by one balance's `currency` and `balance` (absent when the account has
+/// none).
+#[derive(Debug, sqlx::FromRow)]
+struct CoopBalanceRow {
+    #[sqlx(flatten)]
+    coop: CoopRow,
+    currency: Option<String>,
+    balance: Option<i64>,
+}
+
+named_row!(CoopBalanceRow { currency, balance } flatten { coop });
 
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
     Ok((i64::from(page.limit), to_i64(page.offset)?))
@@ -109,11 +119,11 @@ impl LedgerReads for Store {
         let rows: Vec<CoopBalanceRow> = self.read_all(&sql, args![coop.as_str(), account]).await?;
         let mut record = None;
         let mut balances = Vec::with_capacity(rows.len());
-        for (a, b, c, d, e, f, g, h, i, j, k, l, currency, balance) in rows {
+        for row in rows {
             if record.is_none() {
-                record = Some(coop_from_row((a, b, c, d, e, f, g, h, i, j, k, l))?);
+                record = Some(coop_from_row(row.coop)?);
             }
-            if let (Some(currency), Some(balance)) = (currency, balance) {
+            if let (Some(currency), Some(balance)) = (row.currency, row.balance) {
                 balances.push((parse_currency(&currency)?, Amount::from_micros(balance)));
             }
         }
@@ -194,8 +204,9 @@ impl LedgerReads for Store {
     async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
         let row: Option<IdempotencyRow> = self
             .read_optional(
-                "SELECT key, request_hash, status, body, created_at FROM idempotency \
-                 WHERE key = $1 AND created_at >= $2 AND status <> 0",
+                &format!(
+                    "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency WHERE key = $1 AND created_at >= $2 AND status <> 0"
+                ),
                 args![key, to_i64(not_before)?],
             )
             .await?;
@@ -289,31 +300,22 @@ impl NotificationReads for Store {
 #[async_trait]
 impl TrustReads for Store {
     async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error> {
-        let rows: Vec<(String, String, f64, i64)> =
-            self.scan("SELECT source, target, score, updated_at FROM trust_edges").await?;
-        rows.into_iter()
-            .map(|(s, t, score, at)| {
-                Ok(TrustEdge { source: parse_did(&s)?, target: parse_did(&t)?, score, updated_at: to_u64(at) })
-            })
-            .collect()
+        let rows: Vec<EdgeRow> = self.scan("SELECT source, target, score, updated_at FROM trust_edges").await?;
+        rows.into_iter().map(edge_from_row).collect()
     }
 }
 
 #[async_trait]
 impl EventReads for Store {
     async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
-        let rows: Vec<(i64, String, i64, String)> = self.read_all("SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", args![coop.as_str(), to_i64(after)?, i64::from(limit)]).await?;
-        rows.into_iter()
-            .map(|(seq, event_type, ts, data)| {
-                Ok(EventRecord {
-                    coop_id: coop.clone(),
-                    seq: to_u64(seq),
-                    event_type,
-                    timestamp: to_u64(ts),
-                    data: parse_json(&data)?,
-                })
-            })
-            .collect()
+        let rows: Vec<EventRow> = self
+            .read_all(
+                "SELECT seq, event_type, timestamp, data FROM events \
+                 WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                args![coop.as_str(), to_i64(after)?, i64::from(limit)],
+            )
+            .await?;
+        rows.into_iter().map(|row| event_from_row(coop, row)).collect()
     }
 
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
@@ -343,7 +345,12 @@ impl GovReads for Store {
     }
 
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
+        let rows: Vec<DomainRow> = self
+            .read_all(
+                &format!("SELECT {DOMAIN_COLUMNS} FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"),
+                args![coop.as_str()],
+            )
+            .await?;
         rows.into_iter().map(domain_from_row).collect()
     }
 

@@ -10,7 +10,7 @@ use super::{Conn, parse_coop, parse_did, parse_json, to_i64, to_u64};
 pub(crate) const TASK_COLUMNS: &str = "task_id, coop_id, task_hash, status, submitter, executor, code_type, code, inputs, \
      fuel_limit, priority, submitted_at, claimed_at, deadline, attempts, finished_at, result";
 
-/// A `compute_tasks` row.
+/// A `compute_tasks` row: [`TASK_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct TaskRow {
     task_id: String,

@@ -11,38 +11,74 @@ use super::{Arg, Conn, parse_coop, parse_currency, parse_did, parse_role, to_i64
 pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
      c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, c.member_count";
 
-pub(crate) type CoopRow = (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64);
+/// A `coops` row: [`COOP_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct CoopRow {
+    id: String,
+    name: String,
+    coop_type: String,
+    description: String,
+    created_at: i64,
+    created_by: String,
+    default_currency: String,
+    credit_limit: i64,
+    high_value_threshold: i64,
+    conversion_fee_ppm: i64,
+    quorum_percent: i64,
+    member_count: i64,
+}
+
+named_row!(CoopRow {
+    id,
+    name,
+    coop_type,
+    description,
+    created_at,
+    created_by,
+    default_currency,
+    credit_limit,
+    high_value_threshold,
+    conversion_fee_ppm,
+    quorum_percent,
+    member_count
+});
 
 pub(crate) fn coop_from_row(row: CoopRow) -> Result<CoopRecord, Error> {
-    let (id, name, coop_type, description, created_at, created_by, currency, credit, threshold, fee, quorum, count) =
-        row;
     Ok(CoopRecord {
-        id: parse_coop(&id)?,
-        name,
-        coop_type,
-        description,
-        created_at: to_u64(created_at),
-        created_by: parse_did(&created_by)?,
+        id: parse_coop(&row.id)?,
+        name: row.name,
+        coop_type: row.coop_type,
+        description: row.description,
+        created_at: to_u64(row.created_at),
+        created_by: parse_did(&row.created_by)?,
         settings: CoopSettings {
-            default_currency: parse_currency(&currency)?,
-            credit_limit: Amount::from_micros(credit),
-            high_value_threshold: Amount::from_micros(threshold),
-            conversion_fee_ppm: u32::try_from(fee).unwrap_or(0),
-            quorum_percent: u32::try_from(quorum).unwrap_or(50),
+            default_currency: parse_currency(&row.default_currency)?,
+            credit_limit: Amount::from_micros(row.credit_limit),
+            high_value_threshold: Amount::from_micros(row.high_value_threshold),
+            conversion_fee_ppm: u32::try_from(row.conversion_fee_ppm).unwrap_or(0),
+            quorum_percent: u32::try_from(row.quorum_percent).unwrap_or(50),
         },
-        member_count: to_u64(count),
+        member_count: to_u64(row.member_count),
     })
 }
 
-pub(crate) type MemberRow = (String, String, i64, Option<i64>);
+/// A `members` row (`did, role, joined_at, credit_limit`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct MemberRow {
+    did: String,
+    role: String,
+    joined_at: i64,
+    credit_limit: Option<i64>,
+}
+
+named_row!(MemberRow { did, role, joined_at, credit_limit });
 
 pub(crate) fn member_from_row(row: MemberRow) -> Result<MemberRecord, Error> {
-    let (did, role, joined_at, credit_limit) = row;
     Ok(MemberRecord {
-        did: parse_did(&did)?,
-        role: parse_role(&role)?,
-        joined_at: to_u64(joined_at),
-        credit_limit: credit_limit.map(Amount::from_micros),
+        did: parse_did(&row.did)?,
+        role: parse_role(&row.role)?,
+        joined_at: to_u64(row.joined_at),
+        credit_limit: row.credit_limit.map(Amount::from_micros),
     })
 }
 

@@ -1,11 +1,33 @@
-//! The coop event log: [`EventTx`] (numbered appends, pruning).
+//! The coop event log: [`EventTx`] (numbered appends, pruning) and the `events` row.
 
 use async_trait::async_trait;
 use gateway_core::{CoopId, Error};
-use gateway_domain::ports::{CoopSignal, EventTx};
+use gateway_domain::ports::{CoopSignal, EventRecord, EventTx};
 use serde_json::Value;
 
-use super::{Conn, to_i64, to_u64};
+use super::{Conn, parse_json, to_i64, to_u64};
+
+/// An `events` row of one coop (`seq, event_type, timestamp, data`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EventRow {
+    seq: i64,
+    event_type: String,
+    timestamp: i64,
+    data: String,
+}
+
+named_row!(EventRow { seq, event_type, timestamp, data });
+
+/// An [`EventRow`] of `coop` as its record.
+pub(crate) fn event_from_row(coop: &CoopId, row: EventRow) -> Result<EventRecord, Error> {
+    Ok(EventRecord {
+        coop_id: coop.clone(),
+        seq: to_u64(row.seq),
+        event_type: row.event_type,
+        timestamp: to_u64(row.timestamp),
+        data: parse_json(&row.data)?,
+    })
+}
 
 #[async_trait]
 impl EventTx for Conn<'_> {

@@ -14,7 +14,7 @@ pub(crate) const PROPOSAL_COLUMNS: &str = "id, coop_id, domain_id, title, descri
      voting_duration_secs, created_at, opened_at, closes_at, closed_at, outcome, tally_for, tally_against, tally_abstain, \
      receipt_unavailable, effect";
 
-/// A `proposals` row (more columns than sqlx's tuple rows allow).
+/// A `proposals` row: [`PROPOSAL_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct ProposalRow {
     id: String,
@@ -117,22 +117,34 @@ fn effect_from_json(text: &str) -> Result<Effect, Error> {
     Ok(Effect { applied, error: value["error"].as_str().map(str::to_owned) })
 }
 
-const DOMAIN_COLUMNS: &str = "coop_id, domain_id, name, members, quorum_percent, rule, created_at";
+/// Columns of `gov_domains`, in the order of [`DomainRow`].
+pub(crate) const DOMAIN_COLUMNS: &str = "coop_id, domain_id, name, members, quorum_percent, rule, created_at";
 
-pub(crate) type DomainRow = (String, String, String, String, Option<i64>, Option<String>, i64);
+/// A `gov_domains` row: [`DOMAIN_COLUMNS`] (`members` a JSON array of DIDs).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct DomainRow {
+    coop_id: String,
+    domain_id: String,
+    name: String,
+    members: String,
+    quorum_percent: Option<i64>,
+    rule: Option<String>,
+    created_at: i64,
+}
+
+named_row!(DomainRow { coop_id, domain_id, name, members, quorum_percent, rule, created_at });
 
 pub(crate) fn domain_from_row(row: DomainRow) -> Result<DomainRecord, Error> {
-    let (coop, domain_id, name, members, quorum, rule, created_at) = row;
     let members: Vec<String> =
-        serde_json::from_str(&members).map_err(|e| Error::Internal(format!("stored members: {e}")))?;
+        serde_json::from_str(&row.members).map_err(|e| Error::Internal(format!("stored members: {e}")))?;
     Ok(DomainRecord {
-        coop_id: parse_coop(&coop)?,
-        domain_id,
-        name,
+        coop_id: parse_coop(&row.coop_id)?,
+        domain_id: row.domain_id,
+        name: row.name,
         members: members.iter().map(|m| parse_did(m)).collect::<Result<_, _>>()?,
-        quorum_percent: quorum.and_then(|q| u32::try_from(q).ok()),
-        rule,
-        created_at: to_u64(created_at),
+        quorum_percent: row.quorum_percent.and_then(|q| u32::try_from(q).ok()),
+        rule: row.rule,
+        created_at: to_u64(row.created_at),
     })
 }
 
@@ -143,19 +155,65 @@ fn domain_members_json(d: &DomainRecord) -> String {
     serde_json::to_string(&members).expect("strings")
 }
 
-pub(crate) type DelegationRow = (String, String, String, String, String, Option<i64>, i64);
+/// A `delegations` row (`id, coop_id, delegator, delegate, scope, expires_at, created_at`). A
+/// close reads them aggregated into one JSON array of arrays, which serde decodes by position:
+/// the fields are in the order of the aggregate's columns.
+#[derive(Debug, sqlx::FromRow, serde::Deserialize)]
+pub(crate) struct DelegationRow {
+    id: String,
+    coop_id: String,
+    delegator: String,
+    delegate: String,
+    scope: String,
+    expires_at: Option<i64>,
+    created_at: i64,
+}
+
+named_row!(DelegationRow { id, coop_id, delegator, delegate, scope, expires_at, created_at });
 
 pub(crate) fn delegation_from_row(row: DelegationRow) -> Result<DelegationRecord, Error> {
-    let (id, coop, delegator, delegate, scope, expires_at, created_at) = row;
     Ok(DelegationRecord {
-        id,
-        coop_id: parse_coop(&coop)?,
-        delegator: parse_did(&delegator)?,
-        delegate: parse_did(&delegate)?,
-        scope,
-        expires_at: expires_at.map(to_u64),
-        created_at: to_u64(created_at),
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        delegator: parse_did(&row.delegator)?,
+        delegate: parse_did(&row.delegate)?,
+        scope: row.scope,
+        expires_at: row.expires_at.map(to_u64),
+        created_at: to_u64(row.created_at),
     })
+}
+
+/// Columns of `signing_keys`, in the order of [`SigningKeyRow`].
+pub(crate) const SIGNING_KEY_COLUMNS: &str = "public_key, did, valid_from, valid_until, coop_id, master, generation";
+
+/// A `signing_keys` row: [`SIGNING_KEY_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SigningKeyRow {
+    public_key: String,
+    did: String,
+    valid_from: i64,
+    valid_until: Option<i64>,
+    coop_id: Option<String>,
+    master: Option<i64>,
+    generation: Option<i64>,
+}
+
+named_row!(SigningKeyRow { public_key, did, valid_from, valid_until, coop_id, master, generation });
+
+pub(crate) fn signing_key_from_row(row: SigningKeyRow) -> Result<SigningKeyRecord, Error> {
+    Ok(SigningKeyRecord {
+        public_key: row.public_key,
+        did: row.did,
+        valid_from: to_u64(row.valid_from),
+        valid_until: row.valid_until.map(to_u64),
+        coop_id: row.coop_id.as_deref().map(parse_coop).transpose()?,
+        master: row.master.map(to_u32).transpose()?,
+        generation: row.generation.map(to_u32).transpose()?,
+    })
+}
+
+fn to_u32(value: i64) -> Result<u32, Error> {
+    u32::try_from(value).map_err(|_| Error::Internal(format!("stored key number {value} is out of range")))
 }
 
 #[async_trait]
@@ -445,27 +503,4 @@ impl GovTx for Conn<'_> {
         .await
         .map(|_| ())
     }
-}
-
-/// Columns of `signing_keys`, in the order of [`SigningKeyRow`].
-pub(crate) const SIGNING_KEY_COLUMNS: &str = "public_key, did, valid_from, valid_until, coop_id, master, generation";
-
-/// A `signing_keys` row: [`SIGNING_KEY_COLUMNS`].
-pub(crate) type SigningKeyRow = (String, String, i64, Option<i64>, Option<String>, Option<i64>, Option<i64>);
-
-pub(crate) fn signing_key_from_row(row: SigningKeyRow) -> Result<SigningKeyRecord, Error> {
-    let (public_key, did, from, until, coop, master, generation) = row;
-    Ok(SigningKeyRecord {
-        public_key,
-        did,
-        valid_from: to_u64(from),
-        valid_until: until.map(to_u64),
-        coop_id: coop.as_deref().map(parse_coop).transpose()?,
-        master: master.map(to_u32).transpose()?,
-        generation: generation.map(to_u32).transpose()?,
-    })
-}
-
-fn to_u32(value: i64) -> Result<u32, Error> {
-    u32::try_from(value).map_err(|_| Error::Internal(format!("stored key number {value} is out of range")))
 }

@@ -13,26 +13,44 @@ use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, memo, timestamp, \
      to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
 
-pub(crate) type TransactionRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    String,
-    Option<String>,
-    i64,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
+/// A `transactions` row: [`TRANSACTION_COLUMNS`] (the conversion leg's five all set or all null).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TransactionRow {
+    id: String,
+    coop_id: String,
+    kind: String,
+    from_account: String,
+    to_account: String,
+    amount: i64,
+    currency: String,
+    memo: Option<String>,
+    timestamp: i64,
+    to_currency: Option<String>,
+    rate: Option<i64>,
+    gross_target_amount: Option<i64>,
+    fee_amount: Option<i64>,
+    net_target_amount: Option<i64>,
+}
+
+named_row!(TransactionRow {
+    id,
+    coop_id,
+    kind,
+    from_account,
+    to_account,
+    amount,
+    currency,
+    memo,
+    timestamp,
+    to_currency,
+    rate,
+    gross_target_amount,
+    fee_amount,
+    net_target_amount
+});
 
 pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRecord, Error> {
-    let (id, coop, kind, from, to, amount, currency, memo, timestamp, to_currency, rate, gross, fee, net) = row;
-    let conversion = match (to_currency, rate, gross, fee, net) {
+    let conversion = match (row.to_currency, row.rate, row.gross_target_amount, row.fee_amount, row.net_target_amount) {
         (Some(c), Some(rate), Some(gross), Some(fee), Some(net)) => Some(ConversionLeg {
             to_currency: parse_currency(&c)?,
             rate: Amount::from_micros(rate),
@@ -43,30 +61,115 @@ pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRec
         _ => None,
     };
     Ok(TransactionRecord {
-        id,
-        coop_id: parse_coop(&coop)?,
-        kind: if kind == "conversion" { TransactionKind::Conversion } else { TransactionKind::Payment },
-        from,
-        to,
-        amount: Amount::from_micros(amount),
-        currency: parse_currency(&currency)?,
-        memo,
-        timestamp: to_u64(timestamp),
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        kind: if row.kind == "conversion" { TransactionKind::Conversion } else { TransactionKind::Payment },
+        from: row.from_account,
+        to: row.to_account,
+        amount: Amount::from_micros(row.amount),
+        currency: parse_currency(&row.currency)?,
+        memo: row.memo,
+        timestamp: to_u64(row.timestamp),
         conversion,
     })
 }
 
-pub(crate) type RateRow = (String, String, i64, String, i64);
+/// A `rates` row (`from_currency, to_currency, rate, set_by, set_at`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RateRow {
+    from_currency: String,
+    to_currency: String,
+    rate: i64,
+    set_by: String,
+    set_at: i64,
+}
+
+named_row!(RateRow { from_currency, to_currency, rate, set_by, set_at });
 
 pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
-    let (from, to, rate, set_by, set_at) = row;
     Ok(RateRecord {
-        from_currency: parse_currency(&from)?,
-        to_currency: parse_currency(&to)?,
-        rate: Amount::from_micros(rate),
-        set_by: parse_did(&set_by)?,
-        set_at: to_u64(set_at),
+        from_currency: parse_currency(&row.from_currency)?,
+        to_currency: parse_currency(&row.to_currency)?,
+        rate: Amount::from_micros(row.rate),
+        set_by: parse_did(&row.set_by)?,
+        set_at: to_u64(row.set_at),
     })
+}
+
+/// Columns of `quotes`, in the order of [`QuoteRow`].
+const QUOTE_COLUMNS: &str = "id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, \
+     fee_amount, net_target_amount, valid_until";
+
+/// A `quotes` row: [`QUOTE_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+struct QuoteRow {
+    id: String,
+    coop_id: String,
+    amount: i64,
+    from_currency: String,
+    to_currency: String,
+    rate: i64,
+    fee_ppm: i64,
+    gross_target_amount: i64,
+    fee_amount: i64,
+    net_target_amount: i64,
+    valid_until: i64,
+}
+
+named_row!(QuoteRow {
+    id,
+    coop_id,
+    amount,
+    from_currency,
+    to_currency,
+    rate,
+    fee_ppm,
+    gross_target_amount,
+    fee_amount,
+    net_target_amount,
+    valid_until
+});
+
+fn quote_from_row(row: QuoteRow) -> Result<QuoteRecord, Error> {
+    Ok(QuoteRecord {
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        amount: Amount::from_micros(row.amount),
+        from_currency: parse_currency(&row.from_currency)?,
+        to_currency: parse_currency(&row.to_currency)?,
+        rate: Amount::from_micros(row.rate),
+        fee_ppm: u32::try_from(row.fee_ppm).unwrap_or(0),
+        gross_target_amount: Amount::from_micros(row.gross_target_amount),
+        fee_amount: Amount::from_micros(row.fee_amount),
+        net_target_amount: Amount::from_micros(row.net_target_amount),
+        valid_until: to_u64(row.valid_until),
+    })
+}
+
+/// Columns of `idempotency`, in the order of [`IdempotencyRow`].
+pub(crate) const IDEMPOTENCY_COLUMNS: &str = "key, request_hash, status, body, created_at";
+
+/// An `idempotency` row: [`IDEMPOTENCY_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct IdempotencyRow {
+    key: String,
+    request_hash: String,
+    status: i64,
+    body: String,
+    created_at: i64,
+}
+
+named_row!(IdempotencyRow { key, request_hash, status, body, created_at });
+
+/// An [`IdempotencyRow`] as its record.
+pub(crate) fn idempotency_from_row(row: IdempotencyRow) -> IdempotencyRecord {
+    IdempotencyRecord {
+        key: row.key,
+        request_hash: row.request_hash,
+        status: u16::try_from(row.status).unwrap_or(500),
+        body: row.body,
+        created_at: to_u64(row.created_at),
+    }
 }
 
 #[async_trait]
@@ -183,7 +286,8 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let row: Option<IdempotencyRow> = self.fetch_optional("SELECT key, request_hash, status, body, created_at FROM idempotency WHERE key = $1 AND created_at >= $2", args![key, to_i64(not_before)?]).await?;
+        let sql = format!("SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency WHERE key = $1 AND created_at >= $2");
+        let row: Option<IdempotencyRow> = self.fetch_optional(&sql, args![key, to_i64(not_before)?]).await?;
         Ok(row.map(idempotency_from_row))
     }
 
@@ -260,38 +364,8 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error> {
-        type QuoteRow = (String, String, i64, String, String, i64, i64, i64, i64, i64, i64);
-        let row: Option<QuoteRow> = self.fetch_optional("SELECT id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, fee_amount, \
-             net_target_amount, valid_until FROM quotes WHERE coop_id = $1 AND id = $2", args![coop.as_str(), id]).await?;
-        row.map(|(id, coop, amount, from, to, rate, fee_ppm, gross, fee, net, valid_until)| {
-            Ok(QuoteRecord {
-                id,
-                coop_id: parse_coop(&coop)?,
-                amount: Amount::from_micros(amount),
-                from_currency: parse_currency(&from)?,
-                to_currency: parse_currency(&to)?,
-                rate: Amount::from_micros(rate),
-                fee_ppm: u32::try_from(fee_ppm).unwrap_or(0),
-                gross_target_amount: Amount::from_micros(gross),
-                fee_amount: Amount::from_micros(fee),
-                net_target_amount: Amount::from_micros(net),
-                valid_until: to_u64(valid_until),
-            })
-        })
-        .transpose()
-    }
-}
-
-/// An `idempotency` row: key, request_hash, status, body, created_at.
-pub(crate) type IdempotencyRow = (String, String, i64, String, i64);
-
-/// An [`IdempotencyRow`] as its record.
-pub(crate) fn idempotency_from_row((key, request_hash, status, body, created_at): IdempotencyRow) -> IdempotencyRecord {
-    IdempotencyRecord {
-        key,
-        request_hash,
-        status: u16::try_from(status).unwrap_or(500),
-        body,
-        created_at: to_u64(created_at),
+        let sql = format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE coop_id = $1 AND id = $2");
+        let row: Option<QuoteRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
+        row.map(quote_from_row).transpose()
     }
 }

@@ -121,8 +121,9 @@ fn bind_pg<'q>(
     query
 }
 
-/// A result row decoded the same way from either backend: tuples of column values (by position),
-/// single values, and the wide rows that name their columns.
+/// A result row decoded the same way from either backend: single values and small tuples of
+/// column values (by position), and the records' row structs, whose fields name their columns
+/// (`named_row!`).
 pub(crate) trait Row: Sized + Send {
     fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
     fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error>;
@@ -150,28 +151,22 @@ macro_rules! tuple_row {
     };
 }
 
+// Records decode by column name (`named_row!`); tuples are for a few ad-hoc values.
 tuple_row!(A 0);
 tuple_row!(A 0, B 1);
 tuple_row!(A 0, B 1, C 2);
-tuple_row!(A 0, B 1, C 2, D 3);
-tuple_row!(A 0, B 1, C 2, D 3, E 4);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12);
-tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, M 12, N 13);
 
 /// A row struct whose fields are its columns' names; sqlx's `FromRow` derive serves the pool's
-/// reads and PostgreSQL, this the SQLite writer.
+/// reads and PostgreSQL, this the SQLite writer. Fields listed after `flatten` are row structs
+/// of their own, decoded from the same row (and marked `#[sqlx(flatten)]` for the derive).
 macro_rules! named_row {
-    ($name:ident { $($field:ident),+ $(,)? }) => {
+    ($name:ident { $($field:ident),+ $(,)? } $(flatten { $($nested:ident),+ $(,)? })?) => {
         impl $crate::conn::Row for $name {
             fn from_sqlite(row: &::rusqlite::Row<'_>) -> ::rusqlite::Result<Self> {
-                Ok(Self { $($field: row.get(stringify!($field))?),+ })
+                Ok(Self {
+                    $($($nested: $crate::conn::Row::from_sqlite(row)?,)+)?
+                    $($field: row.get(stringify!($field))?),+
+                })
             }
             fn from_pg(row: &::sqlx::postgres::PgRow) -> Result<Self, ::sqlx::Error> {
                 <Self as ::sqlx::FromRow<'_, ::sqlx::postgres::PgRow>>::from_row(row)
@@ -303,7 +298,7 @@ pub(crate) fn to_i64(value: u64) -> Result<i64, Error> {
 }
 
 /// Rows that the database aggregated into one JSON array of arrays (`json_group_array` /
-/// `json_agg`), decoded as tuples.
+/// `json_agg`), decoded by position (tuples, or row structs in their fields' order).
 fn from_json_rows<T: serde::de::DeserializeOwned>(json: &str) -> Result<Vec<T>, Error> {
     serde_json::from_str(json).map_err(|e| Error::Internal(format!("aggregated rows do not decode: {e}")))
 }

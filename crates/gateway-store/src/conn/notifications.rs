@@ -7,22 +7,36 @@ use gateway_domain::ports::{NotificationFanout, NotificationRecord, Notification
 
 use super::{Conn, parse_coop, parse_did, parse_json, to_i64, to_u64};
 
+/// Columns of `notifications`, in the order of [`NotificationRow`].
 pub(crate) const NOTIFICATION_COLUMNS: &str = "id, recipient, coop_id, kind, title, body, data, created_at, read_at";
 
-pub(crate) type NotificationRow = (String, String, String, String, String, String, String, i64, Option<i64>);
+/// A `notifications` row: [`NOTIFICATION_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct NotificationRow {
+    id: String,
+    recipient: String,
+    coop_id: String,
+    kind: String,
+    title: String,
+    body: String,
+    data: String,
+    created_at: i64,
+    read_at: Option<i64>,
+}
+
+named_row!(NotificationRow { id, recipient, coop_id, kind, title, body, data, created_at, read_at });
 
 pub(crate) fn notification_from_row(row: NotificationRow) -> Result<NotificationRecord, Error> {
-    let (id, recipient, coop, kind, title, body, data, created_at, read_at) = row;
     Ok(NotificationRecord {
-        id,
-        recipient: parse_did(&recipient)?,
-        coop_id: parse_coop(&coop)?,
-        kind,
-        title,
-        body,
-        data: parse_json(&data)?,
-        created_at: to_u64(created_at),
-        read_at: read_at.map(to_u64),
+        id: row.id,
+        recipient: parse_did(&row.recipient)?,
+        coop_id: parse_coop(&row.coop_id)?,
+        kind: row.kind,
+        title: row.title,
+        body: row.body,
+        data: parse_json(&row.data)?,
+        created_at: to_u64(row.created_at),
+        read_at: row.read_at.map(to_u64),
     })
 }
 

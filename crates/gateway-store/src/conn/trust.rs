@@ -1,10 +1,30 @@
-//! The trust graph: [`TrustTx`] (edge upserts and deletes).
+//! The trust graph: [`TrustTx`] (edge upserts and deletes) and the `trust_edges` row.
 
 use async_trait::async_trait;
 use gateway_core::{Did, Error};
 use gateway_domain::ports::{TrustEdge, TrustTx};
 
-use super::{Conn, to_i64};
+use super::{Conn, parse_did, to_i64, to_u64};
+
+/// A `trust_edges` row (`source, target, score, updated_at`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct EdgeRow {
+    source: String,
+    target: String,
+    score: f64,
+    updated_at: i64,
+}
+
+named_row!(EdgeRow { source, target, score, updated_at });
+
+pub(crate) fn edge_from_row(row: EdgeRow) -> Result<TrustEdge, Error> {
+    Ok(TrustEdge {
+        source: parse_did(&row.source)?,
+        target: parse_did(&row.target)?,
+        score: row.score,
+        updated_at: to_u64(row.updated_at),
+    })
+}
 
 #[async_trait]
 impl TrustTx for Conn<'_> {
