@@ -196,11 +196,74 @@ pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
     }
 }
 
-/// The statement in SQLite's numbered-parameter form: `$n` becomes `?n`, which SQLite binds to
-/// the n-th argument wherever it appears (a `$n` would be a name, numbered by first appearance).
+/// The statement in SQLite's numbered-parameter form: each parameter `$n` becomes `?n`, which
+/// SQLite binds to the n-th argument wherever it appears (a `$n` would be a name, numbered by
+/// first appearance). A parameter is a `$` followed by a digit in the statement's code: not in
+/// a string literal (`'…'`, `''` for a quote), a quoted identifier (`"…"`) or a comment, and not
+/// inside a word (`a$1` is an identifier in both dialects). Every other `$` is left as it is,
+/// and a statement without parameters is returned as it is, unallocated.
 fn numbered(sql: &str) -> Cow<'_, str> {
-    // Every `$` of the statements sent to SQLite starts a parameter.
-    if sql.contains('$') { Cow::Owned(sql.replace('$', "?")) } else { Cow::Borrowed(sql) }
+    /// Where the byte being read is.
+    #[derive(Clone, Copy)]
+    enum In {
+        Code,
+        /// A literal or quoted identifier, until this closing quote. A doubled quote (`''`)
+        /// closes and at once reopens it: the same as reading on.
+        Quotes(u8),
+        LineComment,
+        BlockComment,
+    }
+    let bytes = sql.as_bytes();
+    let mut rewritten: Option<String> = None;
+    // The end of the part of `sql` already copied into `rewritten`.
+    let mut copied = 0;
+    let mut at = In::Code;
+    let mut i = 0;
+    while let Some(&byte) = bytes.get(i) {
+        let next = bytes.get(i + 1).copied();
+        match at {
+            In::Quotes(closing) if byte == closing => at = In::Code,
+            In::LineComment if byte == b'\n' => at = In::Code,
+            In::BlockComment if byte == b'*' && next == Some(b'/') => {
+                at = In::Code;
+                i += 1;
+            }
+            In::Code => match byte {
+                b'\'' | b'"' => at = In::Quotes(byte),
+                b'-' if next == Some(b'-') => {
+                    at = In::LineComment;
+                    i += 1;
+                }
+                b'/' if next == Some(b'*') => {
+                    at = In::BlockComment;
+                    i += 1;
+                }
+                b'$' if next.is_some_and(|b| b.is_ascii_digit())
+                    && !i.checked_sub(1).and_then(|p| bytes.get(p)).is_some_and(|&b| is_word_byte(b)) =>
+                {
+                    let out = rewritten.get_or_insert_with(|| String::with_capacity(sql.len()));
+                    out.push_str(&sql[copied..i]);
+                    out.push('?');
+                    copied = i + 1;
+                }
+                _ => {}
+            },
+            In::Quotes(_) | In::LineComment | In::BlockComment => {}
+        }
+        i += 1;
+    }
+    match rewritten {
+        Some(mut out) => {
+            out.push_str(&sql[copied..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(sql),
+    }
+}
+
+/// A byte that continues an identifier or a number: a `$` after one is part of the word.
+fn is_word_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || !byte.is_ascii()
 }
 
 impl<'a> Conn<'a> {
@@ -331,3 +394,143 @@ pub(crate) mod governance;
 pub(crate) mod ledger;
 pub(crate) mod notifications;
 pub(crate) mod trust;
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::numbered;
+
+    /// The rewritten statement, and whether it had to be copied.
+    fn rewrite(sql: &str) -> (String, bool) {
+        let out = numbered(sql);
+        let copied = matches!(out, Cow::Owned(_));
+        (out.into_owned(), copied)
+    }
+
+    #[test]
+    fn parameters_become_numbered() {
+        assert_eq!(
+            rewrite("SELECT a FROM t WHERE b = $1 AND c = $2"),
+            ("SELECT a FROM t WHERE b = ?1 AND c = ?2".into(), true)
+        );
+        assert_eq!(rewrite("$1"), ("?1".into(), true));
+        assert_eq!(rewrite("VALUES ($1,$2)"), ("VALUES (?1,?2)".into(), true));
+    }
+
+    #[test]
+    fn multi_digit_and_repeated_parameters() {
+        assert_eq!(rewrite("x IN ($10, $2, $10, $123)"), ("x IN (?10, ?2, ?10, ?123)".into(), true));
+        assert_eq!(rewrite("(delegator = $2 OR delegate = $2)"), ("(delegator = ?2 OR delegate = ?2)".into(), true));
+    }
+
+    #[test]
+    fn no_parameters_is_borrowed() {
+        let sql = "SELECT COUNT(*) FROM members";
+        assert!(matches!(numbered(sql), Cow::Borrowed(s) if std::ptr::eq(s, sql)));
+        assert!(matches!(numbered(""), Cow::Borrowed("")));
+    }
+
+    #[test]
+    fn dollar_in_a_string_literal_is_kept() {
+        assert_eq!(rewrite("SELECT '$1'"), ("SELECT '$1'".into(), false));
+        assert_eq!(rewrite("SELECT 'costs $5' WHERE a = $1"), ("SELECT 'costs $5' WHERE a = ?1".into(), true));
+        // A literal that is never closed: everything after its quote is inside it.
+        assert_eq!(rewrite("SELECT $1, 'open $2"), ("SELECT ?1, 'open $2".into(), true));
+    }
+
+    #[test]
+    fn escaped_quotes_stay_inside_the_literal() {
+        assert_eq!(rewrite("SELECT 'it''s $2' WHERE a = $1"), ("SELECT 'it''s $2' WHERE a = ?1".into(), true));
+        assert_eq!(rewrite("SELECT '''$1''', $1"), ("SELECT '''$1''', ?1".into(), true));
+        assert_eq!(rewrite("SELECT '', $1, ''''"), ("SELECT '', ?1, ''''".into(), true));
+        assert_eq!(rewrite("'a''b' = $1 AND 'c$3''' = $2"), ("'a''b' = ?1 AND 'c$3''' = ?2".into(), true));
+    }
+
+    #[test]
+    fn dollar_in_a_quoted_identifier_is_kept() {
+        assert_eq!(
+            rewrite(r#"SELECT "col$1" FROM t WHERE "a""$2" = $1"#),
+            (r#"SELECT "col$1" FROM t WHERE "a""$2" = ?1"#.into(), true)
+        );
+        // Each kind of quote is plain text inside the other.
+        assert_eq!(
+            rewrite(r#"SELECT 'say "$1"', "it's $2", $3"#),
+            (r#"SELECT 'say "$1"', "it's $2", ?3"#.into(), true)
+        );
+    }
+
+    #[test]
+    fn dollar_not_followed_by_a_digit_is_kept() {
+        assert_eq!(rewrite("SELECT $ FROM t"), ("SELECT $ FROM t".into(), false));
+        assert_eq!(rewrite("SELECT $a, $_1, $"), ("SELECT $a, $_1, $".into(), false));
+        assert_eq!(rewrite("SELECT $$1"), ("SELECT $$1".into(), false));
+        assert_eq!(rewrite("x = $1 AND y = $z"), ("x = ?1 AND y = $z".into(), true));
+    }
+
+    #[test]
+    fn dollar_inside_a_word_is_kept() {
+        assert_eq!(
+            rewrite("SELECT col$1, t.x$2 FROM t WHERE a = $1"),
+            ("SELECT col$1, t.x$2 FROM t WHERE a = ?1".into(), true)
+        );
+        assert_eq!(rewrite("SELECT é$1"), ("SELECT é$1".into(), false));
+    }
+
+    #[test]
+    fn text_around_parameters_is_kept_byte_for_byte() {
+        let sql = "SELECT 'ünïcødé $1', $1 || 'ß', \"ø$2\" WHERE x = $2";
+        assert_eq!(rewrite(sql), ("SELECT 'ünïcødé $1', ?1 || 'ß', \"ø$2\" WHERE x = ?2".into(), true));
+    }
+
+    proptest::proptest! {
+        /// On any text, the rewrite only turns some `$` followed by a digit into `?`, and
+        /// copies the statement exactly when it does.
+        #[test]
+        fn only_dollars_before_digits_change(sql in "[$?'\"0-9a_ \\-/*\n]{0,40}") {
+            let out = numbered(&sql);
+            let borrowed = matches!(out, Cow::Borrowed(_));
+            let (before, after) = (sql.as_bytes(), out.as_bytes());
+            proptest::prop_assert_eq!(before.len(), after.len());
+            let mut changed = false;
+            for (i, (&b, &a)) in before.iter().zip(after).enumerate() {
+                if b != a {
+                    proptest::prop_assert_eq!((b, a), (b'$', b'?'));
+                    proptest::prop_assert!(before.get(i + 1).is_some_and(u8::is_ascii_digit));
+                    changed = true;
+                }
+            }
+            proptest::prop_assert_eq!(borrowed, !changed);
+        }
+
+        /// A statement made of pieces, each with a known rewrite: only the parameters change.
+        #[test]
+        fn statements_of_known_pieces(pieces in proptest::collection::vec((0..8_u8, 0..200_u32), 0..12)) {
+            let mut sql = String::new();
+            let mut expected = String::new();
+            for (kind, n) in pieces {
+                let piece = match kind {
+                    0 => format!(" = ${n}"),
+                    1 => format!(" '${n}'"),
+                    2 => format!(" \"a${n}\""),
+                    3 => format!(" c${n}"),
+                    4 => format!(" 'it''s ${n}'"),
+                    5 => " $".to_owned(),
+                    6 => format!(" -- '${n}\n"),
+                    _ => format!(" /* \"${n} */"),
+                };
+                expected.push_str(&if kind == 0 { piece.replace('$', "?") } else { piece.clone() });
+                sql.push_str(&piece);
+            }
+            proptest::prop_assert_eq!(numbered(&sql), expected);
+        }
+    }
+
+    #[test]
+    fn quotes_in_comments_open_nothing() {
+        assert_eq!(rewrite("SELECT 1 -- don't\nWHERE a = $1"), ("SELECT 1 -- don't\nWHERE a = ?1".into(), true));
+        assert_eq!(rewrite("/* it's $1 */ $1 /**/ $2"), ("/* it's $1 */ ?1 /**/ ?2".into(), true));
+        assert_eq!(rewrite("SELECT '--', $1, '/*'"), ("SELECT '--', ?1, '/*'".into(), true));
+        assert_eq!(rewrite("SELECT 5 - $1, 6 / $2"), ("SELECT 5 - ?1, 6 / ?2".into(), true));
+    }
+}
