@@ -7,8 +7,9 @@ use gateway_domain::ports::{ComputeTx, TaskRecord, TaskResult, TaskStatus};
 use super::{Conn, parse_coop, parse_did, parse_json, to_i64, to_u64};
 
 /// Columns of `compute_tasks`, in this order.
-pub(crate) const TASK_COLUMNS: &str = "task_id, coop_id, task_hash, status, submitter, executor, code_type, code, inputs, \
-     fuel_limit, priority, submitted_at, claimed_at, deadline, attempts, finished_at, result";
+pub(crate) const TASK_COLUMNS: &str = "task_id, coop_id, task_hash, status, submitter, executor, \
+     code_type, code, inputs, fuel_limit, priority, submitted_at, claimed_at, deadline, attempts, \
+     finished_at, result";
 
 /// A `compute_tasks` row: [`TASK_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -90,7 +91,8 @@ fn task_result_text(result: Option<&TaskResult>) -> Result<Option<String>, Error
 impl ComputeTx for Conn<'_> {
     async fn insert_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
         let sql = format!(
-            "INSERT INTO compute_tasks ({TASK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+            "INSERT INTO compute_tasks ({TASK_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
         );
         let inputs = t.inputs.to_string();
         let result = task_result_text(t.result.as_ref())?;
@@ -138,8 +140,10 @@ impl ComputeTx for Conn<'_> {
     async fn update_task(&mut self, t: &TaskRecord) -> Result<(), Error> {
         let result = task_result_text(t.result.as_ref())?;
         self.execute(
-            "UPDATE compute_tasks SET status = $3, executor = $4, claimed_at = $5, deadline = $6, attempts = $7, \
-             finished_at = $8, result = $9 WHERE coop_id = $1 AND task_id = $2",
+            "UPDATE compute_tasks \
+             SET status = $3, executor = $4, claimed_at = $5, deadline = $6, attempts = $7, \
+                 finished_at = $8, result = $9 \
+             WHERE coop_id = $1 AND task_id = $2",
             args![
                 t.coop_id.as_str(),
                 &t.task_id,

@@ -9,7 +9,8 @@ use super::{Arg, Conn, parse_coop, parse_currency, parse_did, parse_role, to_i64
 
 /// Columns of `coops` plus the member count, in this order.
 pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
-     c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, c.member_count";
+     c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, \
+     c.member_count";
 
 /// A `coops` row: [`COOP_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -129,8 +130,26 @@ impl CoopTx for Conn<'_> {
 
     async fn insert_coop(&mut self, r: &CoopRecord) -> Result<(), Error> {
         let s = &r.settings;
-        self.execute("INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, credit_limit, \
-             high_value_threshold, conversion_fee_ppm, quorum_percent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", args![r.id.as_str(), &r.name, &r.coop_type, &r.description, to_i64(r.created_at)?, r.created_by.as_str(), s.default_currency.as_str(), s.credit_limit.micros(), s.high_value_threshold.micros(), i64::from(s.conversion_fee_ppm), i64::from(s.quorum_percent)]).await.map(|_| ())
+        self.execute(
+            "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, \
+             credit_limit, high_value_threshold, conversion_fee_ppm, quorum_percent) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            args![
+                r.id.as_str(),
+                &r.name,
+                &r.coop_type,
+                &r.description,
+                to_i64(r.created_at)?,
+                r.created_by.as_str(),
+                s.default_currency.as_str(),
+                s.credit_limit.micros(),
+                s.high_value_threshold.micros(),
+                i64::from(s.conversion_fee_ppm),
+                i64::from(s.quorum_percent)
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {

@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::{Conn, Db, from_json_rows, parse_coop, parse_did, parse_json, to_i64, to_u64};
 
 /// Columns of `proposals`, in this order.
-pub(crate) const PROPOSAL_COLUMNS: &str = "id, coop_id, domain_id, title, description, payload, rule, author, status, \
-     voting_duration_secs, created_at, opened_at, closes_at, closed_at, outcome, tally_for, tally_against, tally_abstain, \
-     receipt_unavailable, effect";
+pub(crate) const PROPOSAL_COLUMNS: &str = "id, coop_id, domain_id, title, description, payload, rule, \
+     author, status, voting_duration_secs, created_at, opened_at, closes_at, closed_at, outcome, tally_for, \
+     tally_against, tally_abstain, receipt_unavailable, effect";
 
 /// A `proposals` row: [`PROPOSAL_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -290,15 +290,20 @@ impl GovTx for Conn<'_> {
     }
 
     async fn lock_proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
-        let sql =
-            format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE coop_id = $1 AND id = $2{}", self.for_update());
+        let sql = format!(
+            "SELECT {PROPOSAL_COLUMNS} FROM proposals \
+             WHERE coop_id = $1 AND id = $2{}",
+            self.for_update()
+        );
         let row: Option<ProposalRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(proposal_from_row).transpose()
     }
 
     async fn insert_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
         let sql = format!(
-            "INSERT INTO proposals ({PROPOSAL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+            "INSERT INTO proposals ({PROPOSAL_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+                     $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         );
         let payload = p.payload.to_json().to_string();
         let (f, a, ab) = tally_columns(p)?;
@@ -334,8 +339,9 @@ impl GovTx for Conn<'_> {
     async fn update_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
         let (f, a, ab) = tally_columns(p)?;
         self.execute(
-            "UPDATE proposals SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, \
-             tally_for = $8, tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12 \
+            "UPDATE proposals \
+             SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, tally_for = $8, \
+                 tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12 \
              WHERE coop_id = $1 AND id = $2",
             args![
                 p.coop_id.as_str(),
@@ -364,8 +370,10 @@ impl GovTx for Conn<'_> {
             )
             .await?;
         self.execute(
-            "INSERT INTO votes (proposal_id, voter, choice, cast_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (proposal_id, voter) DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at",
+            "INSERT INTO votes (proposal_id, voter, choice, cast_at) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (proposal_id, voter) \
+             DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at",
             args![proposal_id, voter.as_str(), choice, to_i64(at)?],
         )
         .await
@@ -377,9 +385,15 @@ impl GovTx for Conn<'_> {
         // A close reads every vote of a proposal, thousands of rows: aggregated into one JSON
         // array by the database, they cross from the driver in one value instead of row by row.
         let sql = match self.db {
-            Db::Sqlite(_) => "SELECT json_group_array(json_array(voter, choice)) FROM votes WHERE proposal_id = $1",
+            Db::Sqlite(_) => {
+                "SELECT json_group_array(json_array(voter, choice)) \
+                 FROM votes \
+                 WHERE proposal_id = $1"
+            }
             Db::Postgres(_) => {
-                "SELECT COALESCE(json_agg(json_build_array(voter, choice)), '[]')::text FROM votes WHERE proposal_id = $1"
+                "SELECT COALESCE(json_agg(json_build_array(voter, choice)), '[]')::text \
+                 FROM votes \
+                 WHERE proposal_id = $1"
             }
         };
         let json: String = self.fetch_one(sql, args![proposal_id]).await?;
@@ -388,19 +402,39 @@ impl GovTx for Conn<'_> {
     }
 
     async fn insert_delegation(&mut self, d: &DelegationRecord) -> Result<(), Error> {
-        self.execute("INSERT INTO delegations (id, coop_id, delegator, delegate, scope, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)", args![&d.id, d.coop_id.as_str(), d.delegator.as_str(), d.delegate.as_str(), &d.scope, d.expires_at.map(to_i64).transpose()?, to_i64(d.created_at)?]).await.map(|_| ())
+        self.execute(
+            "INSERT INTO delegations (id, coop_id, delegator, delegate, scope, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            args![
+                &d.id,
+                d.coop_id.as_str(),
+                d.delegator.as_str(),
+                d.delegate.as_str(),
+                &d.scope,
+                d.expires_at.map(to_i64).transpose()?,
+                to_i64(d.created_at)?
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn delegations(&mut self, coop: &CoopId) -> Result<Vec<DelegationRecord>, Error> {
         // Read in full by every close: one JSON array rather than a row at a time, as for votes.
         let sql = match self.db {
             Db::Sqlite(_) => {
-                "SELECT json_group_array(json_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
-                 ORDER BY created_at, id) FROM delegations WHERE coop_id = $1"
+                "SELECT json_group_array(\
+                     json_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
+                     ORDER BY created_at, id) \
+                 FROM delegations \
+                 WHERE coop_id = $1"
             }
             Db::Postgres(_) => {
-                "SELECT COALESCE(json_agg(json_build_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
-                 ORDER BY created_at, id), '[]')::text FROM delegations WHERE coop_id = $1"
+                "SELECT COALESCE(json_agg(\
+                     json_build_array(id, coop_id, delegator, delegate, scope, expires_at, created_at) \
+                     ORDER BY created_at, id), '[]')::text \
+                 FROM delegations \
+                 WHERE coop_id = $1"
             }
         };
         let json: String = self.fetch_one(sql, args![coop.as_str()]).await?;
@@ -470,8 +504,10 @@ impl GovTx for Conn<'_> {
         let row: Option<SigningKeyRow> = self
             .fetch_optional(
                 &format!(
-                    "SELECT {SIGNING_KEY_COLUMNS} FROM signing_keys WHERE coop_id = $1 AND valid_until IS NULL \
-                     ORDER BY valid_from DESC LIMIT 1"
+                    "SELECT {SIGNING_KEY_COLUMNS} FROM signing_keys \
+                     WHERE coop_id = $1 AND valid_until IS NULL \
+                     ORDER BY valid_from DESC \
+                     LIMIT 1"
                 ),
                 args![coop.as_str()],
             )
@@ -484,13 +520,16 @@ impl GovTx for Conn<'_> {
             key.coop_id.as_ref().ok_or_else(|| Error::Internal("a signing key to activate names its coop".into()))?;
         let at = to_i64(key.valid_from)?;
         self.execute(
-            "UPDATE signing_keys SET valid_until = $1 WHERE coop_id = $2 AND valid_until IS NULL AND public_key <> $3",
+            "UPDATE signing_keys SET valid_until = $1 \
+             WHERE coop_id = $2 AND valid_until IS NULL AND public_key <> $3",
             args![at.saturating_add(1), coop.as_str(), &key.public_key],
         )
         .await?;
         self.execute(
-            "INSERT INTO signing_keys (public_key, did, valid_from, valid_until, coop_id, master, generation) \
-             VALUES ($1, $2, $3, NULL, $4, $5, $6) ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL",
+            "INSERT INTO signing_keys \
+                 (public_key, did, valid_from, valid_until, coop_id, master, generation) \
+             VALUES ($1, $2, $3, NULL, $4, $5, $6) \
+             ON CONFLICT (public_key) DO UPDATE SET valid_until = NULL",
             args![
                 &key.public_key,
                 &key.did,

@@ -10,8 +10,8 @@ use gateway_domain::ports::{
 use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
 
 /// Columns of `transactions`, in this order.
-pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, memo, timestamp, \
-     to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, \
+     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
 
 /// A `transactions` row: [`TRANSACTION_COLUMNS`] (the conversion leg's five all set or all null).
 #[derive(Debug, sqlx::FromRow)]
@@ -97,8 +97,8 @@ pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
 }
 
 /// Columns of `quotes`, in the order of [`QuoteRow`].
-const QUOTE_COLUMNS: &str = "id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, \
-     fee_amount, net_target_amount, valid_until";
+const QUOTE_COLUMNS: &str = "id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
+     gross_target_amount, fee_amount, net_target_amount, valid_until";
 
 /// A `quotes` row: [`QUOTE_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -208,13 +208,17 @@ impl LedgerTx for Conn<'_> {
             let (account, currency) = &accounts[index];
             let key = args![coop.as_str(), account, currency.as_str()];
             self.execute(
-                "INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING",
+                "INSERT INTO balances (coop_id, account, currency, balance) \
+                 VALUES ($1, $2, $3, 0) \
+                 ON CONFLICT DO NOTHING",
                 key,
             )
             .await?;
             let balance: Option<i64> = self
                 .fetch_optional(
-                    "SELECT balance FROM balances WHERE coop_id = $1 AND account = $2 AND currency = $3 FOR UPDATE",
+                    "SELECT balance FROM balances \
+                     WHERE coop_id = $1 AND account = $2 AND currency = $3 \
+                     FOR UPDATE",
                     key,
                 )
                 .await?;
@@ -230,8 +234,10 @@ impl LedgerTx for Conn<'_> {
         let rows: Vec<String> =
             (0..deltas.len()).map(|i| format!("($1, ${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4)).collect();
         let sql = format!(
-            "INSERT INTO balances (coop_id, account, currency, balance) VALUES {} \
-             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance",
+            "INSERT INTO balances (coop_id, account, currency, balance) \
+             VALUES {} \
+             ON CONFLICT (coop_id, account, currency) \
+             DO UPDATE SET balance = balances.balance + excluded.balance",
             rows.join(", ")
         );
         let mut args = vec![Arg::from(coop.as_str())];
@@ -249,8 +255,10 @@ impl LedgerTx for Conn<'_> {
         delta: Amount,
     ) -> Result<(), Error> {
         self.execute(
-            "INSERT INTO balances (coop_id, account, currency, balance) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (coop_id, account, currency) DO UPDATE SET balance = balances.balance + excluded.balance",
+            "INSERT INTO balances (coop_id, account, currency, balance) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (coop_id, account, currency) \
+             DO UPDATE SET balance = balances.balance + excluded.balance",
             args![coop.as_str(), account, currency.as_str(), delta.micros()],
         )
         .await
@@ -260,7 +268,8 @@ impl LedgerTx for Conn<'_> {
     async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
         let leg = r.conversion.as_ref();
         let sql = format!(
-            "INSERT INTO transactions ({TRANSACTION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         );
         self.execute(
             &sql,
@@ -286,15 +295,20 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let sql = format!("SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency WHERE key = $1 AND created_at >= $2");
+        let sql = format!(
+            "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency \
+             WHERE key = $1 AND created_at >= $2"
+        );
         let row: Option<IdempotencyRow> = self.fetch_optional(&sql, args![key, to_i64(not_before)?]).await?;
         Ok(row.map(idempotency_from_row))
     }
 
     async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
         self.execute(
-            "INSERT INTO idempotency (key, request_hash, status, body, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (key) DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
+            "INSERT INTO idempotency (key, request_hash, status, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (key) \
+             DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
              body = excluded.body, created_at = excluded.created_at",
             args![&r.key, &r.request_hash, i64::from(r.status), &r.body, to_i64(r.created_at)?],
         )
@@ -313,7 +327,8 @@ impl LedgerTx for Conn<'_> {
             .await?;
         let claimed = self
             .execute(
-                "INSERT INTO idempotency (key, request_hash, status, body, created_at) VALUES ($1, $2, 0, '', $3) \
+                "INSERT INTO idempotency (key, request_hash, status, body, created_at) \
+                 VALUES ($1, $2, 0, '', $3) \
                  ON CONFLICT (key) DO NOTHING",
                 args![key, request_hash, to_i64(now)?],
             )
@@ -325,16 +340,29 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
-        self.execute("INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (coop_id, from_currency, to_currency) DO UPDATE SET rate = excluded.rate, \
-             set_by = excluded.set_by, set_at = excluded.set_at", args![coop.as_str(), r.from_currency.as_str(), r.to_currency.as_str(), r.rate.micros(), r.set_by.as_str(), to_i64(r.set_at)?]).await.map(|_| ())
+        self.execute(
+            "INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (coop_id, from_currency, to_currency) \
+             DO UPDATE SET rate = excluded.rate, set_by = excluded.set_by, set_at = excluded.set_at",
+            args![
+                coop.as_str(),
+                r.from_currency.as_str(),
+                r.to_currency.as_str(),
+                r.rate.micros(),
+                r.set_by.as_str(),
+                to_i64(r.set_at)?
+            ],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn rate(&mut self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
         let row: Option<RateRow> = self
             .fetch_optional(
                 "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
-             WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
+                 WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
                 args![coop.as_str(), from.as_str(), to.as_str()],
             )
             .await?;
@@ -343,8 +371,9 @@ impl LedgerTx for Conn<'_> {
 
     async fn put_quote(&mut self, q: &QuoteRecord) -> Result<(), Error> {
         self.execute(
-            "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, gross_target_amount, \
-             fee_amount, net_target_amount, valid_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
+             gross_target_amount, fee_amount, net_target_amount, valid_until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             args![
                 &q.id,
                 q.coop_id.as_str(),

@@ -43,8 +43,10 @@ pub(crate) fn notification_from_row(row: NotificationRow) -> Result<Notification
 #[async_trait]
 impl NotificationTx for Conn<'_> {
     async fn insert_notification(&mut self, n: &NotificationRecord) -> Result<(), Error> {
-        let sql =
-            format!("INSERT INTO notifications ({NOTIFICATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+        let sql = format!(
+            "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        );
         let data = n.data.to_string();
         self.execute(
             &sql,
@@ -88,8 +90,12 @@ impl NotificationTx for Conn<'_> {
                 .execute(
                     &format!(
                         "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
-                         SELECT printf('%012x', CAST(unixepoch('subsec') * 1000 AS INTEGER)) || lower(hex(randomblob(10))), r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
-                         FROM notification_fanouts f, json_each(f.recipients) r WHERE f.pos <= $1 ORDER BY f.pos, r.key"
+                         SELECT printf('%012x', CAST(unixepoch('subsec') * 1000 AS INTEGER)) \
+                             || lower(hex(randomblob(10))), \
+                             r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
+                         FROM notification_fanouts f, json_each(f.recipients) r \
+                         WHERE f.pos <= $1 \
+                         ORDER BY f.pos, r.key"
                     ),
                     args![last],
                 )
@@ -105,9 +111,11 @@ impl NotificationTx for Conn<'_> {
                     "WITH claimed AS (DELETE FROM notification_fanouts RETURNING *) \
                      INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
                      SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') \
-                     || left(replace(gen_random_uuid()::text, '-', ''), 12) || left(gen_random_uuid()::text, 8), r.value, f.coop_id, f.kind, f.title, f.body, f.data, \
-                     f.created_at, NULL \
-                     FROM claimed f, json_array_elements_text(f.recipients::json) WITH ORDINALITY AS r(value, n) \
+                         || left(replace(gen_random_uuid()::text, '-', ''), 12) \
+                         || left(gen_random_uuid()::text, 8), \
+                         r.value, f.coop_id, f.kind, f.title, f.body, f.data, f.created_at, NULL \
+                     FROM claimed f, \
+                         json_array_elements_text(f.recipients::json) WITH ORDINALITY AS r(value, n) \
                      ORDER BY f.pos, r.n"
                 ),
                 args![],
@@ -124,13 +132,15 @@ impl NotificationTx for Conn<'_> {
         at: u64,
     ) -> Result<Option<NotificationRecord>, Error> {
         self.execute(
-            "UPDATE notifications SET read_at = $4 WHERE recipient = $1 AND coop_id = $2 AND id = $3 AND read_at IS NULL",
+            "UPDATE notifications SET read_at = $4 \
+             WHERE recipient = $1 AND coop_id = $2 AND id = $3 AND read_at IS NULL",
             args![recipient.as_str(), coop.as_str(), id, to_i64(at)?],
         )
         .await
         .map(|_| ())?;
         let sql = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE recipient = $1 AND coop_id = $2 AND id = $3"
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications \
+             WHERE recipient = $1 AND coop_id = $2 AND id = $3"
         );
         let row: Option<NotificationRow> =
             self.fetch_optional(&sql, args![recipient.as_str(), coop.as_str(), id]).await?;
@@ -140,7 +150,8 @@ impl NotificationTx for Conn<'_> {
     async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error> {
         let done = self
             .execute(
-                "UPDATE notifications SET read_at = $3 WHERE recipient = $1 AND coop_id = $2 AND read_at IS NULL",
+                "UPDATE notifications SET read_at = $3 \
+                 WHERE recipient = $1 AND coop_id = $2 AND read_at IS NULL",
                 args![recipient.as_str(), coop.as_str(), to_i64(at)?],
             )
             .await?;

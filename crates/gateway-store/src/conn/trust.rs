@@ -36,8 +36,10 @@ impl TrustTx for Conn<'_> {
             )
             .await?;
         self.execute(
-            "INSERT INTO trust_edges (source, target, score, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (source, target) DO UPDATE SET score = excluded.score, updated_at = excluded.updated_at",
+            "INSERT INTO trust_edges (source, target, score, updated_at) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (source, target) \
+             DO UPDATE SET score = excluded.score, updated_at = excluded.updated_at",
             args![e.source.as_str(), e.target.as_str(), e.score, to_i64(e.updated_at)?],
         )
         .await
