@@ -107,7 +107,7 @@ fn tally_columns(p: &ProposalRecord) -> Result<TallyColumns, Error> {
 }
 
 /// The stored form of an effect: `{"applied", "error"}`.
-pub(crate) fn effect_to_json(effect: &Effect) -> String {
+fn effect_to_json(effect: &Effect) -> String {
     serde_json::json!({ "applied": effect.applied, "error": effect.error }).to_string()
 }
 
@@ -159,7 +159,7 @@ fn domain_members_json(d: &DomainRecord) -> String {
 /// close reads them aggregated into one JSON array of arrays, which serde decodes by position:
 /// the fields are in the order of the aggregate's columns.
 #[derive(Debug, sqlx::FromRow, serde::Deserialize)]
-pub(crate) struct DelegationRow {
+struct DelegationRow {
     id: String,
     coop_id: String,
     delegator: String,
@@ -171,7 +171,7 @@ pub(crate) struct DelegationRow {
 
 named_row!(DelegationRow { id, coop_id, delegator, delegate, scope, expires_at, created_at });
 
-pub(crate) fn delegation_from_row(row: DelegationRow) -> Result<DelegationRecord, Error> {
+fn delegation_from_row(row: DelegationRow) -> Result<DelegationRecord, Error> {
     Ok(DelegationRecord {
         id: row.id,
         coop_id: parse_coop(&row.coop_id)?,

@@ -1,13 +1,12 @@
-//! The statement handle shared by every write primitive of the domain's ports: [`Conn`] over a
-//! SQLite or PostgreSQL connection, its [`Arg`]s and [`Row`]s, error mapping and the small
-//! parsers of stored values. The `*Tx` impls live in one submodule per aggregate.
+//! The statement layer's shared machinery: [`Conn`], one connection (inside a transaction, or a
+//! pool's reader) on SQLite or PostgreSQL; statement parameters ([`Arg`]); rows decoded alike on
+//! both backends ([`Row`], `named_row!`); error mapping and the parsers of stored values. Each
+//! submodule holds one aggregate's `*Tx` impl and its row structs.
 //!
-//! SQL is written in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
-//! `RETURNING`); the few differences (row locks) are spelled out where they occur. Statements
-//! are sent through [`Conn::execute`] and the `fetch_*` methods, which bind [`Arg`]s and decode
-//! [`Row`]s the same way on both backends: on SQLite synchronously, on the calling thread (see
-//! `sqlite`), on PostgreSQL through sqlx. This module decides nothing: the rules are the
-//! domain's.
+//! SQL is written once, in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
+//! `RETURNING`); the few differences (row locks) are spelled out where they occur. On SQLite a
+//! statement runs synchronously on the calling thread (see `sqlite`), on PostgreSQL through
+//! sqlx. Nothing is decided here: the rules are the domain's.
 
 use std::borrow::Cow;
 
