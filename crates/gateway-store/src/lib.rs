@@ -458,9 +458,13 @@ mod tests {
         let store = Store::open(&StoreSpec::Memory).await.unwrap();
         let mut reader = store.reader().await.unwrap();
         let mut conn = reader.conn();
-        conn.execute("INSERT INTO coops VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)", &[])
-            .await
-            .unwrap();
+        conn.execute(
+            "INSERT INTO coops \
+             VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)",
+            &[],
+        )
+        .await
+        .unwrap();
         conn.execute("INSERT INTO members VALUES ('c1', 'did:key:za', 'admin', 0, NULL)", &[]).await.unwrap();
         drop(reader);
         let c1 = CoopId::parse("c1").unwrap();

@@ -10,13 +10,20 @@ use gateway_domain::ports::{
     RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
 
-use crate::conn::{Arg, Conn, Db, Row};
-use crate::conn::{
-    COOP_COLUMNS, CoopRow, MemberRow, NOTIFICATION_COLUMNS, NotificationRow, RateRow, TRANSACTION_COLUMNS,
-    TransactionRow, coop_from_row, member_from_row, notification_from_row, parse_coop, parse_currency, parse_did,
-    parse_json, rate_from_row, to_i64, to_u64, transaction_from_row,
+use crate::conn::compute::{TASK_COLUMNS, TaskRow, task_from_row};
+use crate::conn::coops::{COOP_COLUMNS, CoopRow, MemberRow, coop_from_row, member_from_row};
+use crate::conn::events::{EventRow, event_from_row};
+use crate::conn::governance::{
+    DOMAIN_COLUMNS, DomainRow, PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, domain_from_row,
+    proposal_from_row, signing_key_from_row,
 };
-use crate::conn::{PROPOSAL_COLUMNS, ProposalRow, domain_from_row, proposal_from_row};
+use crate::conn::ledger::{
+    IDEMPOTENCY_COLUMNS, IdempotencyRow, RateRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row,
+    rate_from_row, transaction_from_row,
+};
+use crate::conn::notifications::{NOTIFICATION_COLUMNS, NotificationRow, notification_from_row};
+use crate::conn::trust::{EdgeRow, edge_from_row};
+use crate::conn::{Arg, Conn, Db, Row, parse_coop, parse_currency, parse_did, parse_json, to_i64, to_u64};
 use crate::sqlite::Borrowed;
 use crate::{Backend, Store, db_error};
 use futures_util::FutureExt;
@@ -81,9 +88,17 @@ impl Store {
     }
 }
 
-/// [`CoopRow`] followed by one balance's currency and amount (absent when the account has none).
-type CoopBalanceRow =
-    (String, String, String, String, i64, String, String, i64, i64, i64, i64, i64, Option<String>, Option<i64>);
+/// A [`CoopRow`] followed by one balance's `currency` and `balance` (absent when the account has
+/// none).
+#[derive(Debug, sqlx::FromRow)]
+struct CoopBalanceRow {
+    #[sqlx(flatten)]
+    coop: CoopRow,
+    currency: Option<String>,
+    balance: Option<i64>,
+}
+
+named_row!(CoopBalanceRow { currency, balance } flatten { coop });
 
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
     Ok((i64::from(page.limit), to_i64(page.offset)?))
@@ -104,11 +119,11 @@ impl LedgerReads for Store {
         let rows: Vec<CoopBalanceRow> = self.read_all(&sql, args![coop.as_str(), account]).await?;
         let mut record = None;
         let mut balances = Vec::with_capacity(rows.len());
-        for (a, b, c, d, e, f, g, h, i, j, k, l, currency, balance) in rows {
+        for row in rows {
             if record.is_none() {
-                record = Some(coop_from_row((a, b, c, d, e, f, g, h, i, j, k, l))?);
+                record = Some(coop_from_row(row.coop)?);
             }
-            if let (Some(currency), Some(balance)) = (currency, balance) {
+            if let (Some(currency), Some(balance)) = (row.currency, row.balance) {
                 balances.push((parse_currency(&currency)?, Amount::from_micros(balance)));
             }
         }
@@ -120,7 +135,10 @@ impl LedgerReads for Store {
         let filter = "coop_id = $1 AND ($2 IS NULL OR from_account = $2 OR to_account = $2) \
                       AND ($3 IS NULL OR currency = $3 OR to_currency = $3)";
         let list = format!(
-            "SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5"
+            "SELECT {TRANSACTION_COLUMNS} FROM transactions \
+             WHERE {filter} \
+             ORDER BY pos DESC \
+             LIMIT $4 OFFSET $5"
         );
         let count = format!("SELECT COUNT(*) FROM transactions WHERE {filter}");
         let account = q.account.as_deref();
@@ -136,7 +154,8 @@ impl LedgerReads for Store {
         let rows: Vec<(String, String, i64)> = self
             .scan(
                 "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances \
-                 GROUP BY coop_id, currency ORDER BY coop_id, currency",
+                 GROUP BY coop_id, currency \
+                 ORDER BY coop_id, currency",
             )
             .await?;
         rows.into_iter()
@@ -145,7 +164,13 @@ impl LedgerReads for Store {
     }
 
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
-        let row: Option<RateRow> = self.read_optional("SELECT from_currency, to_currency, rate, set_by, set_at FROM rates WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3", args![coop.as_str(), from.as_str(), to.as_str()]).await?;
+        let row: Option<RateRow> = self
+            .read_optional(
+                "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
+                 WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
+                args![coop.as_str(), from.as_str(), to.as_str()],
+            )
+            .await?;
         row.map(rate_from_row).transpose()
     }
 
@@ -164,10 +189,12 @@ impl LedgerReads for Store {
     async fn unreconciled_accounts(&self) -> Result<u64, Error> {
         static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
             format!(
-                "SELECT COUNT(*) FROM balances b LEFT JOIN \
-                 (SELECT coop_id, account, currency, CAST(SUM(delta) AS BIGINT) AS expected FROM ({LEGS}) legs \
-                  GROUP BY coop_id, account, currency) e \
-                 ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
+                "SELECT COUNT(*) FROM balances b \
+                 LEFT JOIN (\
+                     SELECT coop_id, account, currency, CAST(SUM(delta) AS BIGINT) AS expected \
+                     FROM ({LEGS}) legs \
+                     GROUP BY coop_id, account, currency\
+                 ) e ON e.coop_id = b.coop_id AND e.account = b.account AND e.currency = b.currency \
                  WHERE b.balance <> COALESCE(e.expected, 0)"
             )
         });
@@ -178,8 +205,9 @@ impl LedgerReads for Store {
     async fn payments_since(&self, since: u64) -> Result<Vec<(String, u64)>, Error> {
         let rows: Vec<(String, i64)> = self
             .read_all(
-                "SELECT from_account, timestamp FROM transactions WHERE timestamp >= $1 \
-                 AND kind IN ('payment', 'conversion') ORDER BY timestamp, pos",
+                "SELECT from_account, timestamp FROM transactions \
+                 WHERE timestamp >= $1 AND kind IN ('payment', 'conversion') \
+                 ORDER BY timestamp, pos",
                 args![to_i64(since)?],
             )
             .await?;
@@ -187,24 +215,33 @@ impl LedgerReads for Store {
     }
 
     async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
-        let row: Option<crate::conn::IdempotencyRow> = self
+        let row: Option<IdempotencyRow> = self
             .read_optional(
-                "SELECT key, request_hash, status, body, created_at FROM idempotency \
-                 WHERE key = $1 AND created_at >= $2 AND status <> 0",
+                &format!(
+                    "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency \
+                     WHERE key = $1 AND created_at >= $2 AND status <> 0"
+                ),
                 args![key, to_i64(not_before)?],
             )
             .await?;
-        Ok(row.map(crate::conn::idempotency_from_row))
+        Ok(row.map(idempotency_from_row))
     }
 }
 
 /// Every balance movement implied by the transactions: both legs of a payment, all four legs of
 /// a conversion (payer → exchange in the source currency, exchange → payee in the target).
-const LEGS: &str = "SELECT coop_id, from_account AS account, currency, -amount AS delta FROM transactions \
-     UNION ALL SELECT coop_id, to_account, currency, amount FROM transactions WHERE kind = 'payment' \
-     UNION ALL SELECT coop_id, 'coop:' || coop_id || ':exchange', currency, amount FROM transactions WHERE kind = 'conversion' \
-     UNION ALL SELECT coop_id, 'coop:' || coop_id || ':exchange', to_currency, -net_target_amount FROM transactions WHERE kind = 'conversion' \
-     UNION ALL SELECT coop_id, to_account, to_currency, net_target_amount FROM transactions WHERE kind = 'conversion'";
+const LEGS: &str = "\
+     SELECT coop_id, from_account AS account, currency, -amount AS delta FROM transactions \
+     UNION ALL \
+     SELECT coop_id, to_account, currency, amount FROM transactions WHERE kind = 'payment' \
+     UNION ALL \
+     SELECT coop_id, 'coop:' || coop_id || ':exchange', currency, amount FROM transactions \
+     WHERE kind = 'conversion' \
+     UNION ALL \
+     SELECT coop_id, 'coop:' || coop_id || ':exchange', to_currency, -net_target_amount FROM transactions \
+     WHERE kind = 'conversion' \
+     UNION ALL \
+     SELECT coop_id, to_account, to_currency, net_target_amount FROM transactions WHERE kind = 'conversion'";
 
 #[async_trait]
 impl CoopReads for Store {
@@ -217,8 +254,10 @@ impl CoopReads for Store {
     async fn coops_of(&self, did: &Did, page: PageRequest) -> Result<(Vec<CoopRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
         let sql = format!(
-            "SELECT {COOP_COLUMNS} FROM coops c JOIN members me ON me.coop_id = c.id AND me.did = $1 \
-             ORDER BY c.id LIMIT $2 OFFSET $3"
+            "SELECT {COOP_COLUMNS} FROM coops c \
+             JOIN members me ON me.coop_id = c.id AND me.did = $1 \
+             ORDER BY c.id \
+             LIMIT $2 OFFSET $3"
         );
         let rows: Vec<CoopRow> = self.read_all(&sql, args![did.as_str(), limit, offset]).await?;
         let total: i64 = self.read_one("SELECT COUNT(*) FROM members WHERE did = $1", args![did.as_str()]).await?;
@@ -227,7 +266,15 @@ impl CoopReads for Store {
 
     async fn members(&self, coop: &CoopId, page: PageRequest) -> Result<(Vec<MemberRecord>, u64), Error> {
         let (limit, offset) = page_params(page)?;
-        let rows: Vec<MemberRow> = self.read_all("SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 ORDER BY joined_at, did LIMIT $2 OFFSET $3", args![coop.as_str(), limit, offset]).await?;
+        let rows: Vec<MemberRow> = self
+            .read_all(
+                "SELECT did, role, joined_at, credit_limit FROM members \
+                 WHERE coop_id = $1 \
+                 ORDER BY joined_at, did \
+                 LIMIT $2 OFFSET $3",
+                args![coop.as_str(), limit, offset],
+            )
+            .await?;
         let total: i64 = self.read_one("SELECT COUNT(*) FROM members WHERE coop_id = $1", args![coop.as_str()]).await?;
         Ok((rows.into_iter().map(member_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
@@ -256,7 +303,10 @@ impl NotificationReads for Store {
         let mine = "recipient = $1 AND coop_id = $2";
         let filter = if unread_only { format!("{mine} AND read_at IS NULL") } else { mine.to_owned() };
         let list = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE {filter} ORDER BY pos DESC LIMIT $3 OFFSET $4"
+            "SELECT {NOTIFICATION_COLUMNS} FROM notifications \
+             WHERE {filter} \
+             ORDER BY pos DESC \
+             LIMIT $3 OFFSET $4"
         );
         let rows: Vec<NotificationRow> =
             self.read_all(&list, args![recipient.as_str(), coop.as_str(), limit, offset]).await?;
@@ -284,31 +334,22 @@ impl NotificationReads for Store {
 #[async_trait]
 impl TrustReads for Store {
     async fn all_edges(&self) -> Result<Vec<TrustEdge>, Error> {
-        let rows: Vec<(String, String, f64, i64)> =
-            self.scan("SELECT source, target, score, updated_at FROM trust_edges").await?;
-        rows.into_iter()
-            .map(|(s, t, score, at)| {
-                Ok(TrustEdge { source: parse_did(&s)?, target: parse_did(&t)?, score, updated_at: to_u64(at) })
-            })
-            .collect()
+        let rows: Vec<EdgeRow> = self.scan("SELECT source, target, score, updated_at FROM trust_edges").await?;
+        rows.into_iter().map(edge_from_row).collect()
     }
 }
 
 #[async_trait]
 impl EventReads for Store {
     async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
-        let rows: Vec<(i64, String, i64, String)> = self.read_all("SELECT seq, event_type, timestamp, data FROM events WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", args![coop.as_str(), to_i64(after)?, i64::from(limit)]).await?;
-        rows.into_iter()
-            .map(|(seq, event_type, ts, data)| {
-                Ok(EventRecord {
-                    coop_id: coop.clone(),
-                    seq: to_u64(seq),
-                    event_type,
-                    timestamp: to_u64(ts),
-                    data: parse_json(&data)?,
-                })
-            })
-            .collect()
+        let rows: Vec<EventRow> = self
+            .read_all(
+                "SELECT seq, event_type, timestamp, data FROM events \
+                 WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                args![coop.as_str(), to_i64(after)?, i64::from(limit)],
+            )
+            .await?;
+        rows.into_iter().map(|row| event_from_row(coop, row)).collect()
     }
 
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
@@ -338,15 +379,24 @@ impl GovReads for Store {
     }
 
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<crate::conn::DomainRow> = self.read_all("SELECT coop_id, domain_id, name, members, quorum_percent, rule, created_at FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id", args![coop.as_str()]).await?;
+        let rows: Vec<DomainRow> = self
+            .read_all(
+                &format!("SELECT {DOMAIN_COLUMNS} FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"),
+                args![coop.as_str()],
+            )
+            .await?;
         rows.into_iter().map(domain_from_row).collect()
     }
 
     async fn proposals(&self, q: &ProposalQuery) -> Result<(Vec<ProposalRecord>, u64), Error> {
         let (limit, offset) = page_params(q.page)?;
         let filter = "coop_id = $1 AND ($2 IS NULL OR domain_id = $2) AND ($3 IS NULL OR status = $3)";
-        let list =
-            format!("SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE {filter} ORDER BY pos DESC LIMIT $4 OFFSET $5");
+        let list = format!(
+            "SELECT {PROPOSAL_COLUMNS} FROM proposals \
+             WHERE {filter} \
+             ORDER BY pos DESC \
+             LIMIT $4 OFFSET $5"
+        );
         let rows: Vec<ProposalRow> = self
             .read_all(&list, args![q.coop.as_str(), q.domain.as_deref(), q.status.map(|s| s.as_str()), limit, offset])
             .await?;
@@ -357,12 +407,28 @@ impl GovReads for Store {
     }
 
     async fn proposal_counts(&self, coop: &CoopId) -> Result<(u64, u64), Error> {
-        let (all, open): (i64, i64) = self.read_one("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) FROM proposals WHERE coop_id = $1", args![coop.as_str()]).await?;
+        let (all, open): (i64, i64) = self
+            .read_one(
+                "SELECT COUNT(*), \
+                     CAST(COALESCE(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END), 0) AS BIGINT) \
+                 FROM proposals \
+                 WHERE coop_id = $1",
+                args![coop.as_str()],
+            )
+            .await?;
         Ok((to_u64(all), to_u64(open)))
     }
 
     async fn expired_proposals(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
-        let rows: Vec<(String, String)> = self.read_all("SELECT coop_id, id FROM proposals WHERE status = 'open' AND closes_at <= $1 ORDER BY closes_at LIMIT 500", args![to_i64(now)?]).await?;
+        let rows: Vec<(String, String)> = self
+            .read_all(
+                "SELECT coop_id, id FROM proposals \
+                 WHERE status = 'open' AND closes_at <= $1 \
+                 ORDER BY closes_at \
+                 LIMIT 500",
+                args![to_i64(now)?],
+            )
+            .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
     }
 
@@ -377,17 +443,17 @@ impl GovReads for Store {
     }
 
     async fn signing_keys(&self, coop: &CoopId) -> Result<Vec<SigningKeyRecord>, Error> {
-        let rows: Vec<crate::conn::SigningKeyRow> = self
+        let rows: Vec<SigningKeyRow> = self
             .read_all(
                 &format!(
                     "SELECT {} FROM signing_keys WHERE coop_id = $1 OR coop_id IS NULL \
                      ORDER BY valid_from, COALESCE(master, -1), generation, public_key",
-                    crate::conn::SIGNING_KEY_COLUMNS
+                    SIGNING_KEY_COLUMNS
                 ),
                 args![coop.as_str()],
             )
             .await?;
-        rows.into_iter().map(crate::conn::signing_key_from_row).collect()
+        rows.into_iter().map(signing_key_from_row).collect()
     }
 }
 
@@ -408,20 +474,24 @@ impl ComputeReads for Store {
             format!("coop_id = $1 AND status IN ({})", list.join(", "))
         };
         let sql = format!(
-            "SELECT {} FROM compute_tasks WHERE {filter} ORDER BY pos DESC LIMIT $2 OFFSET $3",
-            crate::conn::TASK_COLUMNS
+            "SELECT {TASK_COLUMNS} FROM compute_tasks \
+             WHERE {filter} \
+             ORDER BY pos DESC \
+             LIMIT $2 OFFSET $3"
         );
-        let rows: Vec<crate::conn::TaskRow> = self.read_all(&sql, args![coop.as_str(), limit, offset]).await?;
+        let rows: Vec<TaskRow> = self.read_all(&sql, args![coop.as_str(), limit, offset]).await?;
         let count = format!("SELECT COUNT(*) FROM compute_tasks WHERE {filter}");
         let total: i64 = self.read_one(&count, args![coop.as_str()]).await?;
-        Ok((rows.into_iter().map(crate::conn::task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
+        Ok((rows.into_iter().map(task_from_row).collect::<Result<_, _>>()?, to_u64(total)))
     }
 
     async fn pending_tasks(&self, limit: u32) -> Result<Vec<(CoopId, String)>, Error> {
         let rows: Vec<(String, String)> = self
             .read_all(
-                "SELECT coop_id, task_id FROM compute_tasks WHERE status = $1 \
-             ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos LIMIT $2",
+                "SELECT coop_id, task_id FROM compute_tasks \
+                 WHERE status = $1 \
+                 ORDER BY CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, pos \
+                 LIMIT $2",
                 args![TaskStatus::Pending.as_str(), i64::from(limit)],
             )
             .await?;
@@ -431,8 +501,10 @@ impl ComputeReads for Store {
     async fn expired_claims(&self, now: u64) -> Result<Vec<(CoopId, String)>, Error> {
         let rows: Vec<(String, String)> = self
             .read_all(
-                "SELECT coop_id, task_id FROM compute_tasks WHERE status IN ($1, $2) AND deadline <= $3 \
-                 ORDER BY deadline LIMIT 500",
+                "SELECT coop_id, task_id FROM compute_tasks \
+                 WHERE status IN ($1, $2) AND deadline <= $3 \
+                 ORDER BY deadline \
+                 LIMIT 500",
                 args![TaskStatus::Claimed.as_str(), TaskStatus::Running.as_str(), to_i64(now)?],
             )
             .await?;

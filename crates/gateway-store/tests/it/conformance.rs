@@ -658,6 +658,245 @@ async fn pruning_keeps_each_coops_last_events(backend: Backend) {
     assert_eq!(f.store.current_seq(&coop).await.unwrap(), last);
 }
 
+/// Every kind of record the store keeps comes back as it was written, through the unit of
+/// work's handle and through the pool's reads: each row decodes its columns by name on every
+/// backend, optional columns both set and empty.
+async fn every_record_reads_back_as_written(backend: Backend) {
+    use gateway_domain::governance::{Effect, Outcome, ProposalPayload, ProposalStatus};
+    use gateway_domain::ports::{
+        ComputeReads, ConversionLeg, CoopReads, DelegationRecord, DomainRecord, GovReads, IdempotencyRecord,
+        MemberRecord, NotificationRecord, ProposalQuery, ProposalRecord, QuoteRecord, RateRecord, TaskOutcome,
+        TaskRecord, TaskResult, TaskStatus, TransactionKind, TransactionRecord,
+    };
+
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 1).await;
+    let at = 1_800_000_123;
+    let credits = Currency::parse("credits").unwrap();
+    let member = MemberRecord { did: did(7), role: Role::Member, joined_at: at, credit_limit: Some(units(-5)) };
+    let transaction_record = TransactionRecord {
+        id: "t1".into(),
+        coop_id: coop.clone(),
+        kind: TransactionKind::Conversion,
+        from: did(0).to_string(),
+        to: did(7).to_string(),
+        amount: units(10),
+        currency: hours(),
+        memo: Some("memo".into()),
+        timestamp: at,
+        conversion: Some(ConversionLeg {
+            to_currency: credits.clone(),
+            rate: Amount::from_micros(2_000_000),
+            gross_target_amount: units(20),
+            fee_amount: units(1),
+            net_target_amount: units(19),
+        }),
+    };
+    let rate = RateRecord {
+        from_currency: hours(),
+        to_currency: credits.clone(),
+        rate: Amount::from_micros(2_000_000),
+        set_by: did(0),
+        set_at: at,
+    };
+    let quote = QuoteRecord {
+        id: "q1".into(),
+        coop_id: coop.clone(),
+        amount: units(10),
+        from_currency: hours(),
+        to_currency: credits.clone(),
+        rate: Amount::from_micros(2_000_000),
+        fee_ppm: 50_000,
+        gross_target_amount: units(20),
+        fee_amount: units(1),
+        net_target_amount: units(19),
+        valid_until: at + 60,
+    };
+    let answer = IdempotencyRecord {
+        key: "c1/k".into(),
+        request_hash: "h".into(),
+        status: 201,
+        body: "{}".into(),
+        created_at: at,
+    };
+    let notification = NotificationRecord {
+        id: "n1".into(),
+        recipient: did(7),
+        coop_id: coop.clone(),
+        kind: "k".into(),
+        title: "title".into(),
+        body: "body".into(),
+        data: serde_json::json!({ "a": [1, "two"] }),
+        created_at: at,
+        read_at: None,
+    };
+    let domain = DomainRecord {
+        coop_id: coop.clone(),
+        domain_id: "d1".into(),
+        name: "Domain".into(),
+        members: vec![did(0), did(7)],
+        quorum_percent: Some(60),
+        rule: Some("majority".into()),
+        created_at: at,
+    };
+    let delegation = DelegationRecord {
+        id: "g1".into(),
+        coop_id: coop.clone(),
+        delegator: did(7),
+        delegate: did(0),
+        scope: "d1".into(),
+        expires_at: Some(at + 3600),
+        created_at: at,
+    };
+    let proposal = ProposalRecord {
+        id: "p1".into(),
+        coop_id: coop.clone(),
+        domain_id: "d1".into(),
+        title: "title".into(),
+        description: "description".into(),
+        payload: ProposalPayload::Text { content: "text".into(), kind: Some("note".into()) },
+        rule: "majority".into(),
+        author: did(0),
+        status: ProposalStatus::Closed,
+        voting_duration_secs: 3600,
+        created_at: at,
+        opened_at: Some(at + 1),
+        closes_at: Some(at + 3601),
+        closed_at: Some(at + 3602),
+        outcome: Some(Outcome::Approved),
+        tally: Some((2, 1, 0)),
+        receipt_unavailable: Some("no key".into()),
+        effect: Some(Effect { applied: false, error: Some("refused".into()) }),
+    };
+    let key = SigningKeyRecord {
+        public_key: "ab".repeat(32),
+        did: did(9).to_string(),
+        valid_from: at,
+        valid_until: None,
+        coop_id: Some(coop.clone()),
+        master: Some(4),
+        generation: Some(2),
+    };
+    let task = TaskRecord {
+        task_id: "k1".into(),
+        coop_id: coop.clone(),
+        task_hash: "hash".into(),
+        status: TaskStatus::Completed,
+        submitter: did(0),
+        executor: Some("executor".into()),
+        code_type: "wasm".into(),
+        code: "code".into(),
+        inputs: serde_json::json!({ "x": 1 }),
+        fuel_limit: 1000,
+        priority: "high".into(),
+        submitted_at: at,
+        claimed_at: Some(at + 1),
+        deadline: Some(at + 60),
+        attempts: 2,
+        finished_at: Some(at + 2),
+        result: Some(TaskResult {
+            outcome: TaskOutcome::Success,
+            output: serde_json::json!([1, 2]),
+            error: None,
+            fuel_used: 10,
+        }),
+    };
+    let edge = TrustEdge { source: did(0), target: did(7), score: 0.625, updated_at: at };
+
+    // Written and read back in one unit of work.
+    let written = (
+        member.clone(),
+        transaction_record.clone(),
+        rate.clone(),
+        quote.clone(),
+        answer.clone(),
+        notification.clone(),
+        (domain.clone(), delegation.clone(), proposal.clone(), key.clone()),
+        task.clone(),
+        edge.clone(),
+    );
+    let (c, dids) = (coop.clone(), [did(7), did(0)]);
+    let (hours_, credits_) = (hours(), credits.clone());
+    let seq = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let (member, t, rate, quote, answer, n, (domain, delegation, proposal, key), task, edge) = written;
+            tx.insert_member(&c, &member).await?;
+            tx.add_to_balance(&c, did(0).as_str(), &hours_, units(-10)).await?;
+            tx.add_to_balance(&c, did(0).as_str(), &credits_, units(3)).await?;
+            tx.insert_transaction(&t).await?;
+            tx.put_rate(&c, &rate).await?;
+            tx.put_quote(&quote).await?;
+            tx.idempotency_put(&answer).await?;
+            tx.insert_notification(&n).await?;
+            tx.insert_domain(&domain).await?;
+            tx.insert_delegation(&delegation).await?;
+            tx.insert_proposal(&proposal).await?;
+            tx.activate_signing_key(&key).await?;
+            tx.insert_task(&task).await?;
+            tx.upsert_edge(&edge).await?;
+            let seq = tx.append_event(&c, "Checked", at, &serde_json::json!({ "k": "v" })).await?;
+
+            let coop = tx.coop(&c).await?.expect("coop");
+            assert_eq!(coop, tx.lock_coop(&c).await?.expect("coop"));
+            assert_eq!(coop.member_count, 2);
+            assert_eq!(tx.member(&c, &member.did).await?, Some(member.clone()));
+            let among = tx.members_among(&c, &[&dids[0], &dids[1]]).await?;
+            assert_eq!(among.len(), 2);
+            assert!(among.contains(&member));
+            assert_eq!(tx.rate(&c, &rate.from_currency, &rate.to_currency).await?, Some(rate));
+            assert_eq!(tx.quote(&c, &quote.id).await?, Some(quote));
+            assert_eq!(tx.idempotency_get(&answer.key, 0).await?, Some(answer));
+            let read = NotificationRecord { read_at: Some(at + 5), ..n.clone() };
+            assert_eq!(tx.mark_notification_read(&n.recipient, &c, &n.id, at + 5).await?, Some(read));
+            assert_eq!(tx.domain(&c, &domain.domain_id).await?, Some(domain.clone()));
+            assert!(tx.domains(&c).await?.contains(&domain));
+            assert_eq!(tx.delegations(&c).await?, vec![delegation]);
+            assert_eq!(tx.proposal(&c, &proposal.id).await?, Some(proposal.clone()));
+            assert_eq!(tx.lock_proposal(&c, &proposal.id).await?, Some(proposal));
+            assert_eq!(tx.current_signing_key(&c).await?, Some(key));
+            assert_eq!(tx.task(&c, &task.task_id).await?, Some(task.clone()));
+            assert_eq!(tx.lock_task(&c, &task.task_id).await?, Some(task));
+            Ok(seq)
+        })
+    })
+    .await
+    .unwrap();
+
+    // Read back from the pool.
+    let store = f.store.as_ref();
+    let coop_record = CoopReads::coop(store, &coop).await.unwrap().expect("coop");
+    assert_eq!(coop_record.created_by, did(0));
+    assert_eq!(coop_record.member_count, 2);
+    let (mine, _) = store.coops_of(&did(7), PageRequest::default()).await.unwrap();
+    assert_eq!(mine, vec![coop_record.clone()]);
+    let (read_coop, balances) = store.coop_balances(&coop, did(0).as_str()).await.unwrap().expect("coop");
+    assert_eq!(read_coop, coop_record);
+    assert_eq!(balances, vec![(credits.clone(), units(3)), (hours(), units(-10))]);
+    let (_, none) = store.coop_balances(&coop, "nobody").await.unwrap().expect("coop");
+    assert!(none.is_empty());
+    assert_eq!(CoopReads::member(store, &coop, &did(7)).await.unwrap(), Some(member.clone()));
+    let (members, _) = store.members(&coop, PageRequest::default()).await.unwrap();
+    assert!(members.contains(&member));
+    let query = HistoryQuery { coop: coop.clone(), account: None, currency: None, page: PageRequest::default() };
+    assert_eq!(store.history(&query).await.unwrap(), (vec![transaction_record], 1));
+    assert_eq!(LedgerReads::rate(store, &coop, &hours(), &credits).await.unwrap(), Some(rate));
+    assert_eq!(store.idempotency("c1/k", 0).await.unwrap(), Some(answer));
+    let (listed, total, unread) = store.notifications(&did(7), &coop, false, PageRequest::default()).await.unwrap();
+    assert_eq!((listed, total, unread), (vec![NotificationRecord { read_at: Some(at + 5), ..notification }], 1, 0));
+    assert!(GovReads::domains(store, &coop).await.unwrap().contains(&domain));
+    let query = ProposalQuery { coop: coop.clone(), domain: None, status: None, page: PageRequest::default() };
+    assert_eq!(store.proposals(&query).await.unwrap(), (vec![proposal], 1));
+    assert!(store.signing_keys(&coop).await.unwrap().contains(&key));
+    assert_eq!(store.tasks(&coop, &[], PageRequest::default()).await.unwrap(), (vec![task.clone()], 1));
+    assert_eq!(store.tasks(&coop, &[TaskStatus::Pending], PageRequest::default()).await.unwrap(), (vec![], 0));
+    assert!(store.all_edges().await.unwrap().contains(&edge));
+    let events = store.events_after(&coop, seq - 1, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].coop_id.clone(), events[0].seq), (coop.clone(), seq));
+    assert_eq!((events[0].event_type.as_str(), events[0].timestamp), ("Checked", at));
+    assert_eq!(events[0].data, serde_json::json!({ "k": "v" }));
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -688,4 +927,5 @@ conformance!(
     concurrent_fanout_expansions,
     coop_balances_read_the_coop_and_every_currency,
     a_failed_unit_of_work_undoes_only_its_own_writes,
+    every_record_reads_back_as_written,
 );

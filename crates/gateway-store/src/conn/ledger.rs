@@ -1,0 +1,400 @@
+//! The ledger: [`LedgerTx`] and the rows of balances, transactions, rates, quotes and
+//! idempotency records.
+
+use async_trait::async_trait;
+use gateway_core::{Amount, CoopId, Currency, Error};
+use gateway_domain::ports::{
+    ConversionLeg, IdempotencyRecord, LedgerTx, QuoteRecord, RateRecord, TransactionKind, TransactionRecord,
+};
+
+use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
+
+/// Columns of `transactions`, in this order.
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, \
+     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
+
+/// A `transactions` row: [`TRANSACTION_COLUMNS`] (the conversion leg's five all set or all null).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TransactionRow {
+    id: String,
+    coop_id: String,
+    kind: String,
+    from_account: String,
+    to_account: String,
+    amount: i64,
+    currency: String,
+    memo: Option<String>,
+    timestamp: i64,
+    to_currency: Option<String>,
+    rate: Option<i64>,
+    gross_target_amount: Option<i64>,
+    fee_amount: Option<i64>,
+    net_target_amount: Option<i64>,
+}
+
+named_row!(TransactionRow {
+    id,
+    coop_id,
+    kind,
+    from_account,
+    to_account,
+    amount,
+    currency,
+    memo,
+    timestamp,
+    to_currency,
+    rate,
+    gross_target_amount,
+    fee_amount,
+    net_target_amount
+});
+
+pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRecord, Error> {
+    let conversion = match (row.to_currency, row.rate, row.gross_target_amount, row.fee_amount, row.net_target_amount) {
+        (Some(c), Some(rate), Some(gross), Some(fee), Some(net)) => Some(ConversionLeg {
+            to_currency: parse_currency(&c)?,
+            rate: Amount::from_micros(rate),
+            gross_target_amount: Amount::from_micros(gross),
+            fee_amount: Amount::from_micros(fee),
+            net_target_amount: Amount::from_micros(net),
+        }),
+        _ => None,
+    };
+    Ok(TransactionRecord {
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        kind: if row.kind == "conversion" { TransactionKind::Conversion } else { TransactionKind::Payment },
+        from: row.from_account,
+        to: row.to_account,
+        amount: Amount::from_micros(row.amount),
+        currency: parse_currency(&row.currency)?,
+        memo: row.memo,
+        timestamp: to_u64(row.timestamp),
+        conversion,
+    })
+}
+
+/// A `rates` row (`from_currency, to_currency, rate, set_by, set_at`).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RateRow {
+    from_currency: String,
+    to_currency: String,
+    rate: i64,
+    set_by: String,
+    set_at: i64,
+}
+
+named_row!(RateRow { from_currency, to_currency, rate, set_by, set_at });
+
+pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
+    Ok(RateRecord {
+        from_currency: parse_currency(&row.from_currency)?,
+        to_currency: parse_currency(&row.to_currency)?,
+        rate: Amount::from_micros(row.rate),
+        set_by: parse_did(&row.set_by)?,
+        set_at: to_u64(row.set_at),
+    })
+}
+
+/// Columns of `quotes`, in the order of [`QuoteRow`].
+const QUOTE_COLUMNS: &str = "id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
+     gross_target_amount, fee_amount, net_target_amount, valid_until";
+
+/// A `quotes` row: [`QUOTE_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+struct QuoteRow {
+    id: String,
+    coop_id: String,
+    amount: i64,
+    from_currency: String,
+    to_currency: String,
+    rate: i64,
+    fee_ppm: i64,
+    gross_target_amount: i64,
+    fee_amount: i64,
+    net_target_amount: i64,
+    valid_until: i64,
+}
+
+named_row!(QuoteRow {
+    id,
+    coop_id,
+    amount,
+    from_currency,
+    to_currency,
+    rate,
+    fee_ppm,
+    gross_target_amount,
+    fee_amount,
+    net_target_amount,
+    valid_until
+});
+
+fn quote_from_row(row: QuoteRow) -> Result<QuoteRecord, Error> {
+    Ok(QuoteRecord {
+        id: row.id,
+        coop_id: parse_coop(&row.coop_id)?,
+        amount: Amount::from_micros(row.amount),
+        from_currency: parse_currency(&row.from_currency)?,
+        to_currency: parse_currency(&row.to_currency)?,
+        rate: Amount::from_micros(row.rate),
+        fee_ppm: u32::try_from(row.fee_ppm).unwrap_or(0),
+        gross_target_amount: Amount::from_micros(row.gross_target_amount),
+        fee_amount: Amount::from_micros(row.fee_amount),
+        net_target_amount: Amount::from_micros(row.net_target_amount),
+        valid_until: to_u64(row.valid_until),
+    })
+}
+
+/// Columns of `idempotency`, in the order of [`IdempotencyRow`].
+pub(crate) const IDEMPOTENCY_COLUMNS: &str = "key, request_hash, status, body, created_at";
+
+/// An `idempotency` row: [`IDEMPOTENCY_COLUMNS`].
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct IdempotencyRow {
+    key: String,
+    request_hash: String,
+    status: i64,
+    body: String,
+    created_at: i64,
+}
+
+named_row!(IdempotencyRow { key, request_hash, status, body, created_at });
+
+/// An [`IdempotencyRow`] as its record.
+pub(crate) fn idempotency_from_row(row: IdempotencyRow) -> IdempotencyRecord {
+    IdempotencyRecord {
+        key: row.key,
+        request_hash: row.request_hash,
+        status: u16::try_from(row.status).unwrap_or(500),
+        body: row.body,
+        created_at: to_u64(row.created_at),
+    }
+}
+
+#[async_trait]
+impl LedgerTx for Conn<'_> {
+    async fn lock_balances(&mut self, coop: &CoopId, accounts: &[(String, Currency)]) -> Result<Vec<Amount>, Error> {
+        if self.is_sqlite() {
+            // The single writer holds the only write transaction: plain reads are locks, and one
+            // query reads every account.
+            let conditions: Vec<String> = (0..accounts.len())
+                .map(|i| format!("(account = ${} AND currency = ${})", 2 * i + 2, 2 * i + 3))
+                .collect();
+            let sql = format!(
+                "SELECT account, currency, balance FROM balances WHERE coop_id = $1 AND ({})",
+                conditions.join(" OR ")
+            );
+            let mut args = vec![Arg::from(coop.as_str())];
+            for (account, currency) in accounts {
+                args.extend([Arg::from(account), Arg::from(currency.as_str())]);
+            }
+            let rows: Vec<(String, String, i64)> = self.fetch_all(&sql, &args).await?;
+            return Ok(accounts
+                .iter()
+                .map(|(account, currency)| {
+                    rows.iter()
+                        .find(|(a, c, _)| a == account && c == currency.as_str())
+                        .map(|(_, _, b)| Amount::from_micros(*b))
+                        .unwrap_or(Amount::ZERO)
+                })
+                .collect());
+        }
+        // Lock in sorted order so two transactions touching the same accounts cannot deadlock.
+        let mut order: Vec<usize> = (0..accounts.len()).collect();
+        order.sort_by(|&a, &b| (&accounts[a].0, accounts[a].1.as_str()).cmp(&(&accounts[b].0, accounts[b].1.as_str())));
+        let mut balances = vec![Amount::ZERO; accounts.len()];
+        for index in order {
+            let (account, currency) = &accounts[index];
+            let key = args![coop.as_str(), account, currency.as_str()];
+            self.execute(
+                "INSERT INTO balances (coop_id, account, currency, balance) \
+                 VALUES ($1, $2, $3, 0) \
+                 ON CONFLICT DO NOTHING",
+                key,
+            )
+            .await?;
+            let balance: Option<i64> = self
+                .fetch_optional(
+                    "SELECT balance FROM balances \
+                     WHERE coop_id = $1 AND account = $2 AND currency = $3 \
+                     FOR UPDATE",
+                    key,
+                )
+                .await?;
+            balances[index] = Amount::from_micros(balance.unwrap_or(0));
+        }
+        Ok(balances)
+    }
+
+    async fn apply_deltas(&mut self, coop: &CoopId, deltas: &[(&str, &Currency, Amount)]) -> Result<(), Error> {
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<String> =
+            (0..deltas.len()).map(|i| format!("($1, ${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4)).collect();
+        let sql = format!(
+            "INSERT INTO balances (coop_id, account, currency, balance) \
+             VALUES {} \
+             ON CONFLICT (coop_id, account, currency) \
+             DO UPDATE SET balance = balances.balance + excluded.balance",
+            rows.join(", ")
+        );
+        let mut args = vec![Arg::from(coop.as_str())];
+        for (account, currency, delta) in deltas {
+            args.extend([Arg::from(*account), Arg::from(currency.as_str()), Arg::from(delta.micros())]);
+        }
+        self.execute(&sql, &args).await.map(|_| ())
+    }
+
+    async fn add_to_balance(
+        &mut self,
+        coop: &CoopId,
+        account: &str,
+        currency: &Currency,
+        delta: Amount,
+    ) -> Result<(), Error> {
+        self.execute(
+            "INSERT INTO balances (coop_id, account, currency, balance) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (coop_id, account, currency) \
+             DO UPDATE SET balance = balances.balance + excluded.balance",
+            args![coop.as_str(), account, currency.as_str(), delta.micros()],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
+        let leg = r.conversion.as_ref();
+        let sql = format!(
+            "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        );
+        self.execute(
+            &sql,
+            args![
+                &r.id,
+                r.coop_id.as_str(),
+                r.kind.as_str(),
+                &r.from,
+                &r.to,
+                r.amount.micros(),
+                r.currency.as_str(),
+                r.memo.as_deref(),
+                to_i64(r.timestamp)?,
+                leg.map(|l| l.to_currency.to_string()),
+                leg.map(|l| l.rate.micros()),
+                leg.map(|l| l.gross_target_amount.micros()),
+                leg.map(|l| l.fee_amount.micros()),
+                leg.map(|l| l.net_target_amount.micros())
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
+        let sql = format!(
+            "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency \
+             WHERE key = $1 AND created_at >= $2"
+        );
+        let row: Option<IdempotencyRow> = self.fetch_optional(&sql, args![key, to_i64(not_before)?]).await?;
+        Ok(row.map(idempotency_from_row))
+    }
+
+    async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
+        self.execute(
+            "INSERT INTO idempotency (key, request_hash, status, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (key) \
+             DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
+             body = excluded.body, created_at = excluded.created_at",
+            args![&r.key, &r.request_hash, i64::from(r.status), &r.body, to_i64(r.created_at)?],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn idempotency_claim(
+        &mut self,
+        key: &str,
+        request_hash: &str,
+        now: u64,
+        not_before: u64,
+    ) -> Result<Option<IdempotencyRecord>, Error> {
+        self.execute("DELETE FROM idempotency WHERE key = $1 AND created_at < $2", args![key, to_i64(not_before)?])
+            .await?;
+        let claimed = self
+            .execute(
+                "INSERT INTO idempotency (key, request_hash, status, body, created_at) \
+                 VALUES ($1, $2, 0, '', $3) \
+                 ON CONFLICT (key) DO NOTHING",
+                args![key, request_hash, to_i64(now)?],
+            )
+            .await?;
+        if claimed > 0 {
+            return Ok(None);
+        }
+        self.idempotency_get(key, 0).await
+    }
+
+    async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
+        self.execute(
+            "INSERT INTO rates (coop_id, from_currency, to_currency, rate, set_by, set_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (coop_id, from_currency, to_currency) \
+             DO UPDATE SET rate = excluded.rate, set_by = excluded.set_by, set_at = excluded.set_at",
+            args![
+                coop.as_str(),
+                r.from_currency.as_str(),
+                r.to_currency.as_str(),
+                r.rate.micros(),
+                r.set_by.as_str(),
+                to_i64(r.set_at)?
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn rate(&mut self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
+        let row: Option<RateRow> = self
+            .fetch_optional(
+                "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
+                 WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
+                args![coop.as_str(), from.as_str(), to.as_str()],
+            )
+            .await?;
+        row.map(rate_from_row).transpose()
+    }
+
+    async fn put_quote(&mut self, q: &QuoteRecord) -> Result<(), Error> {
+        self.execute(
+            "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
+             gross_target_amount, fee_amount, net_target_amount, valid_until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            args![
+                &q.id,
+                q.coop_id.as_str(),
+                q.amount.micros(),
+                q.from_currency.as_str(),
+                q.to_currency.as_str(),
+                q.rate.micros(),
+                i64::from(q.fee_ppm),
+                q.gross_target_amount.micros(),
+                q.fee_amount.micros(),
+                q.net_target_amount.micros(),
+                to_i64(q.valid_until)?
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error> {
+        let sql = format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE coop_id = $1 AND id = $2");
+        let row: Option<QuoteRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
+        row.map(quote_from_row).transpose()
+    }
+}

@@ -1,0 +1,535 @@
+//! The statement layer's shared machinery: [`Conn`], one connection (inside a transaction, or a
+//! pool's reader) on SQLite or PostgreSQL; statement parameters ([`Arg`]); rows decoded alike on
+//! both backends ([`Row`], `named_row!`); error mapping and the parsers of stored values. Each
+//! submodule holds one aggregate's `*Tx` impl and its row structs.
+//!
+//! SQL is written once, in the dialect both backends accept (`$n` parameters, `ON CONFLICT`,
+//! `RETURNING`); the few differences (row locks) are spelled out where they occur. On SQLite a
+//! statement runs synchronously on the calling thread (see `sqlite`), on PostgreSQL through
+//! sqlx. Nothing is decided here: the rules are the domain's.
+
+use std::borrow::Cow;
+
+use gateway_core::{CoopId, Currency, Did, Error, Role};
+use gateway_domain::ports::CoopSignal;
+use rusqlite::OptionalExtension;
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Postgres};
+
+use crate::db_error;
+
+/// A connection inside an open transaction.
+#[derive(Debug)]
+pub(crate) enum Db<'a> {
+    /// SQLite: a connection used synchronously on this thread (the writer's, or a reader's).
+    Sqlite(&'a mut rusqlite::Connection),
+    /// PostgreSQL: one job's transaction.
+    Postgres(&'a mut PgConnection),
+}
+
+/// A unit of work's handle: the connection, and the events it appended (announced on the feed
+/// once the transaction commits, never before).
+#[derive(Debug)]
+pub(crate) struct Conn<'a> {
+    pub(crate) db: Db<'a>,
+    pub(crate) appended: Vec<CoopSignal>,
+}
+
+/// One statement parameter, bound alike on both backends.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg<'q> {
+    Int(Option<i64>),
+    Real(f64),
+    Text(Option<Cow<'q, str>>),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(value: i64) -> Self {
+        Arg::Int(Some(value))
+    }
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(value: Option<i64>) -> Self {
+        Arg::Int(value)
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(value: f64) -> Self {
+        Arg::Real(value)
+    }
+}
+
+impl<'q> From<&'q str> for Arg<'q> {
+    fn from(value: &'q str) -> Self {
+        Arg::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'q> From<&'q String> for Arg<'q> {
+    fn from(value: &'q String) -> Self {
+        Arg::Text(Some(Cow::Borrowed(value)))
+    }
+}
+
+impl<'q> From<Option<&'q str>> for Arg<'q> {
+    fn from(value: Option<&'q str>) -> Self {
+        Arg::Text(value.map(Cow::Borrowed))
+    }
+}
+
+impl From<Option<String>> for Arg<'_> {
+    fn from(value: Option<String>) -> Self {
+        Arg::Text(value.map(Cow::Owned))
+    }
+}
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value as Sql, ValueRef};
+        Ok(match self {
+            Arg::Int(Some(v)) => ToSqlOutput::Owned(Sql::Integer(*v)),
+            Arg::Real(v) => ToSqlOutput::Owned(Sql::Real(*v)),
+            Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Arg::Int(None) | Arg::Text(None) => ToSqlOutput::Owned(Sql::Null),
+        })
+    }
+}
+
+/// A statement's parameters: `args![a, b, …]`, each converted with `Arg::from`.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        &[$($crate::conn::Arg::from($arg)),*][..]
+    };
+}
+
+/// Binds `args` to a sqlx query, in order.
+fn bind_pg<'q>(
+    mut query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+    args: &'q [Arg<'q>],
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    for arg in args {
+        query = match arg {
+            Arg::Int(v) => query.bind(*v),
+            Arg::Real(v) => query.bind(*v),
+            Arg::Text(v) => query.bind(v.as_deref()),
+        };
+    }
+    query
+}
+
+/// A result row decoded the same way from either backend: single values and small tuples of
+/// column values (by position), and the records' row structs, whose fields name their columns
+/// (`named_row!`).
+pub(crate) trait Row: Sized + Send {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error>;
+}
+
+/// A column type both drivers decode.
+pub(crate) trait Column:
+    rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send
+{
+}
+
+impl<T: rusqlite::types::FromSql + for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + Send> Column for T {}
+
+macro_rules! tuple_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: Column),+> Row for ($($t,)+) {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                Ok(($(row.get::<_, $t>($i)?,)+))
+            }
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                use sqlx::Row as _;
+                Ok(($(row.try_get::<$t, _>($i)?,)+))
+            }
+        }
+    };
+}
+
+// Records decode by column name (`named_row!`); tuples are for a few ad-hoc values.
+tuple_row!(A 0);
+tuple_row!(A 0, B 1);
+tuple_row!(A 0, B 1, C 2);
+
+/// A row struct whose fields are its columns' names; sqlx's `FromRow` derive serves the pool's
+/// reads and PostgreSQL, this the SQLite writer. Fields listed after `flatten` are row structs
+/// of their own, decoded from the same row (and marked `#[sqlx(flatten)]` for the derive).
+macro_rules! named_row {
+    ($name:ident { $($field:ident),+ $(,)? } $(flatten { $($nested:ident),+ $(,)? })?) => {
+        impl $crate::conn::Row for $name {
+            fn from_sqlite(row: &::rusqlite::Row<'_>) -> ::rusqlite::Result<Self> {
+                Ok(Self {
+                    $($($nested: $crate::conn::Row::from_sqlite(row)?,)+)?
+                    $($field: row.get(stringify!($field))?),+
+                })
+            }
+            fn from_pg(row: &::sqlx::postgres::PgRow) -> Result<Self, ::sqlx::Error> {
+                <Self as ::sqlx::FromRow<'_, ::sqlx::postgres::PgRow>>::from_row(row)
+            }
+        }
+    };
+}
+
+/// Turns a SQLite failure into the contract's error: a unique or primary-key constraint
+/// failure (a row with that id already exists) → 409 `CONFLICT`; a full or failing disk, or a
+/// database another process holds, → 503; anything else → 500.
+pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode::{CannotOpen, DatabaseBusy, DatabaseLocked, DiskFull, SystemIoFailure};
+    use rusqlite::ffi::{SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE};
+    match &err {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.extended_code, SQLITE_CONSTRAINT_UNIQUE | SQLITE_CONSTRAINT_PRIMARYKEY) =>
+        {
+            Error::conflict(format!("already exists: {err}"))
+        }
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(failure.code, DiskFull | SystemIoFailure | DatabaseBusy | DatabaseLocked | CannotOpen) =>
+        {
+            Error::ServiceUnavailable(format!("store unavailable: {err}"))
+        }
+        _ => Error::Internal(format!("store error: {err}")),
+    }
+}
+
+/// The statement in SQLite's numbered-parameter form: each parameter `$n` becomes `?n`, which
+/// SQLite binds to the n-th argument wherever it appears (a `$n` would be a name, numbered by
+/// first appearance). A parameter is a `$` followed by a digit in the statement's code: not in
+/// a string literal (`'…'`, `''` for a quote), a quoted identifier (`"…"`) or a comment, and not
+/// inside a word (`a$1` is an identifier in both dialects). Every other `$` is left as it is,
+/// and a statement without parameters is returned as it is, unallocated.
+fn numbered(sql: &str) -> Cow<'_, str> {
+    /// Where the byte being read is.
+    #[derive(Clone, Copy)]
+    enum In {
+        Code,
+        /// A literal or quoted identifier, until this closing quote. A doubled quote (`''`)
+        /// closes and at once reopens it: the same as reading on.
+        Quotes(u8),
+        LineComment,
+        BlockComment,
+    }
+    let bytes = sql.as_bytes();
+    let mut rewritten: Option<String> = None;
+    // The end of the part of `sql` already copied into `rewritten`.
+    let mut copied = 0;
+    let mut at = In::Code;
+    let mut i = 0;
+    while let Some(&byte) = bytes.get(i) {
+        let next = bytes.get(i + 1).copied();
+        match at {
+            In::Quotes(closing) if byte == closing => at = In::Code,
+            In::LineComment if byte == b'\n' => at = In::Code,
+            In::BlockComment if byte == b'*' && next == Some(b'/') => {
+                at = In::Code;
+                i += 1;
+            }
+            In::Code => match byte {
+                b'\'' | b'"' => at = In::Quotes(byte),
+                b'-' if next == Some(b'-') => {
+                    at = In::LineComment;
+                    i += 1;
+                }
+                b'/' if next == Some(b'*') => {
+                    at = In::BlockComment;
+                    i += 1;
+                }
+                b'$' if next.is_some_and(|b| b.is_ascii_digit())
+                    && !i.checked_sub(1).and_then(|p| bytes.get(p)).is_some_and(|&b| is_word_byte(b)) =>
+                {
+                    let out = rewritten.get_or_insert_with(|| String::with_capacity(sql.len()));
+                    out.push_str(&sql[copied..i]);
+                    out.push('?');
+                    copied = i + 1;
+                }
+                _ => {}
+            },
+            In::Quotes(_) | In::LineComment | In::BlockComment => {}
+        }
+        i += 1;
+    }
+    match rewritten {
+        Some(mut out) => {
+            out.push_str(&sql[copied..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(sql),
+    }
+}
+
+/// A byte that continues an identifier or a number: a `$` after one is part of the word.
+fn is_word_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || !byte.is_ascii()
+}
+
+impl<'a> Conn<'a> {
+    pub(crate) fn new(db: Db<'a>) -> Self {
+        Self { db, appended: Vec::new() }
+    }
+
+    fn is_sqlite(&self) -> bool {
+        matches!(self.db, Db::Sqlite(_))
+    }
+
+    /// The row-lock clause ending a `SELECT` that holds what it reads until the transaction
+    /// ends: ` FOR UPDATE` on PostgreSQL; nothing on SQLite, whose single writer already runs
+    /// every write transaction alone (and which has no such clause).
+    fn for_update(&self) -> &'static str {
+        if self.is_sqlite() { "" } else { " FOR UPDATE" }
+    }
+
+    /// Runs a statement; returns the number of rows it changed.
+    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => c
+                .prepare_cached(&numbered(sql))
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(args)))
+                .map(|changed| changed as u64)
+                .map_err(sqlite_error),
+            Db::Postgres(c) => {
+                bind_pg(sqlx::query(sql), args).execute(&mut **c).await.map(|r| r.rows_affected()).map_err(db_error)
+            }
+        }
+    }
+
+    /// Every row a query returns.
+    pub(crate) async fn fetch_all<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => {
+                let mut statement = c.prepare_cached(&numbered(sql)).map_err(sqlite_error)?;
+                let rows =
+                    statement.query_map(rusqlite::params_from_iter(args), R::from_sqlite).map_err(sqlite_error)?;
+                rows.collect::<Result<_, _>>().map_err(sqlite_error)
+            }
+            Db::Postgres(c) => {
+                let rows = bind_pg(sqlx::query(sql), args).fetch_all(&mut **c).await.map_err(db_error)?;
+                rows.iter().map(R::from_pg).collect::<Result<_, _>>().map_err(db_error)
+            }
+        }
+    }
+
+    /// The first row a query returns, if any.
+    pub(crate) async fn fetch_optional<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
+        match &mut self.db {
+            Db::Sqlite(c) => c
+                .prepare_cached(&numbered(sql))
+                .and_then(|mut statement| {
+                    statement.query_row(rusqlite::params_from_iter(args), R::from_sqlite).optional()
+                })
+                .map_err(sqlite_error),
+            Db::Postgres(c) => {
+                let row = bind_pg(sqlx::query(sql), args).fetch_optional(&mut **c).await.map_err(db_error)?;
+                row.as_ref().map(R::from_pg).transpose().map_err(db_error)
+            }
+        }
+    }
+
+    /// The first row of a query that always returns one.
+    pub(crate) async fn fetch_one<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<R, Error> {
+        self.fetch_optional(sql, args)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("the store returned no row for: {sql}")))
+    }
+}
+
+macro_rules! value_row {
+    ($($t:ty),+) => {
+        $(impl Row for $t {
+            fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+                row.get(0)
+            }
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                use sqlx::Row as _;
+                row.try_get(0)
+            }
+        })+
+    };
+}
+
+value_row!(i64, Option<i64>, String, bool);
+
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+pub(crate) fn to_i64(value: u64) -> Result<i64, Error> {
+    i64::try_from(value).map_err(|_| Error::bad_request("value out of range"))
+}
+
+/// Rows that the database aggregated into one JSON array of arrays (`json_group_array` /
+/// `json_agg`), decoded by position (tuples, or row structs in their fields' order).
+fn from_json_rows<T: serde::de::DeserializeOwned>(json: &str) -> Result<Vec<T>, Error> {
+    serde_json::from_str(json).map_err(|e| Error::Internal(format!("aggregated rows do not decode: {e}")))
+}
+
+pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
+    Did::parse(text).map_err(|e| Error::Internal(format!("stored DID '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_coop(text: &str) -> Result<CoopId, Error> {
+    CoopId::parse(text).map_err(|e| Error::Internal(format!("stored coop id '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_currency(text: &str) -> Result<Currency, Error> {
+    Currency::parse(text).map_err(|e| Error::Internal(format!("stored currency '{text}' is invalid: {e}")))
+}
+
+pub(crate) fn parse_json(text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored JSON is invalid: {e}")))
+}
+
+pub(crate) fn parse_role(text: &str) -> Result<Role, Error> {
+    Role::parse(text).ok_or_else(|| Error::Internal(format!("unknown role '{text}' in store")))
+}
+
+// The aggregates' statements; declared after the macros above, which they use.
+pub(crate) mod compute;
+pub(crate) mod coops;
+pub(crate) mod events;
+pub(crate) mod governance;
+pub(crate) mod ledger;
+pub(crate) mod notifications;
+pub(crate) mod trust;
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::numbered;
+
+    /// The rewritten statement, and whether it had to be copied.
+    fn rewrite(sql: &str) -> (String, bool) {
+        let out = numbered(sql);
+        let copied = matches!(out, Cow::Owned(_));
+        (out.into_owned(), copied)
+    }
+
+    #[test]
+    fn parameters_become_numbered() {
+        assert_eq!(
+            rewrite("SELECT a FROM t WHERE b = $1 AND c = $2"),
+            ("SELECT a FROM t WHERE b = ?1 AND c = ?2".into(), true)
+        );
+        assert_eq!(rewrite("$1"), ("?1".into(), true));
+        assert_eq!(rewrite("VALUES ($1,$2)"), ("VALUES (?1,?2)".into(), true));
+    }
+
+    #[test]
+    fn multi_digit_and_repeated_parameters() {
+        assert_eq!(rewrite("x IN ($10, $2, $10, $123)"), ("x IN (?10, ?2, ?10, ?123)".into(), true));
+        assert_eq!(rewrite("(delegator = $2 OR delegate = $2)"), ("(delegator = ?2 OR delegate = ?2)".into(), true));
+    }
+
+    #[test]
+    fn no_parameters_is_borrowed() {
+        let sql = "SELECT COUNT(*) FROM members";
+        assert!(matches!(numbered(sql), Cow::Borrowed(s) if std::ptr::eq(s, sql)));
+        assert!(matches!(numbered(""), Cow::Borrowed("")));
+    }
+
+    #[test]
+    fn dollar_in_a_string_literal_is_kept() {
+        assert_eq!(rewrite("SELECT '$1'"), ("SELECT '$1'".into(), false));
+        assert_eq!(rewrite("SELECT 'costs $5' WHERE a = $1"), ("SELECT 'costs $5' WHERE a = ?1".into(), true));
+        // A literal that is never closed: everything after its quote is inside it.
+        assert_eq!(rewrite("SELECT $1, 'open $2"), ("SELECT ?1, 'open $2".into(), true));
+    }
+
+    #[test]
+    fn escaped_quotes_stay_inside_the_literal() {
+        assert_eq!(rewrite("SELECT 'it''s $2' WHERE a = $1"), ("SELECT 'it''s $2' WHERE a = ?1".into(), true));
+        assert_eq!(rewrite("SELECT '''$1''', $1"), ("SELECT '''$1''', ?1".into(), true));
+        assert_eq!(rewrite("SELECT '', $1, ''''"), ("SELECT '', ?1, ''''".into(), true));
+        assert_eq!(rewrite("'a''b' = $1 AND 'c$3''' = $2"), ("'a''b' = ?1 AND 'c$3''' = ?2".into(), true));
+    }
+
+    #[test]
+    fn dollar_in_a_quoted_identifier_is_kept() {
+        assert_eq!(
+            rewrite(r#"SELECT "col$1" FROM t WHERE "a""$2" = $1"#),
+            (r#"SELECT "col$1" FROM t WHERE "a""$2" = ?1"#.into(), true)
+        );
+        // Each kind of quote is plain text inside the other.
+        assert_eq!(
+            rewrite(r#"SELECT 'say "$1"', "it's $2", $3"#),
+            (r#"SELECT 'say "$1"', "it's $2", ?3"#.into(), true)
+        );
+    }
+
+    #[test]
+    fn dollar_not_followed_by_a_digit_is_kept() {
+        assert_eq!(rewrite("SELECT $ FROM t"), ("SELECT $ FROM t".into(), false));
+        assert_eq!(rewrite("SELECT $a, $_1, $"), ("SELECT $a, $_1, $".into(), false));
+        assert_eq!(rewrite("SELECT $$1"), ("SELECT $$1".into(), false));
+        assert_eq!(rewrite("x = $1 AND y = $z"), ("x = ?1 AND y = $z".into(), true));
+    }
+
+    #[test]
+    fn dollar_inside_a_word_is_kept() {
+        assert_eq!(
+            rewrite("SELECT col$1, t.x$2 FROM t WHERE a = $1"),
+            ("SELECT col$1, t.x$2 FROM t WHERE a = ?1".into(), true)
+        );
+        assert_eq!(rewrite("SELECT é$1"), ("SELECT é$1".into(), false));
+    }
+
+    #[test]
+    fn text_around_parameters_is_kept_byte_for_byte() {
+        let sql = "SELECT 'ünïcødé $1', $1 || 'ß', \"ø$2\" WHERE x = $2";
+        assert_eq!(rewrite(sql), ("SELECT 'ünïcødé $1', ?1 || 'ß', \"ø$2\" WHERE x = ?2".into(), true));
+    }
+
+    proptest::proptest! {
+        /// On any text, the rewrite only turns some `$` followed by a digit into `?`, and
+        /// copies the statement exactly when it does.
+        #[test]
+        fn only_dollars_before_digits_change(sql in "[$?'\"0-9a_ \\-/*\n]{0,40}") {
+            let out = numbered(&sql);
+            let borrowed = matches!(out, Cow::Borrowed(_));
+            let (before, after) = (sql.as_bytes(), out.as_bytes());
+            proptest::prop_assert_eq!(before.len(), after.len());
+            let mut changed = false;
+            for (i, (&b, &a)) in before.iter().zip(after).enumerate() {
+                if b != a {
+                    proptest::prop_assert_eq!((b, a), (b'$', b'?'));
+                    proptest::prop_assert!(before.get(i + 1).is_some_and(u8::is_ascii_digit));
+                    changed = true;
+                }
+            }
+            proptest::prop_assert_eq!(borrowed, !changed);
+        }
+
+        /// A statement made of pieces, each with a known rewrite: only the parameters change.
+        #[test]
+        fn statements_of_known_pieces(pieces in proptest::collection::vec((0..8_u8, 0..200_u32), 0..12)) {
+            let mut sql = String::new();
+            let mut expected = String::new();
+            for (kind, n) in pieces {
+                let piece = match kind {
+                    0 => format!(" = ${n}"),
+                    1 => format!(" '${n}'"),
+                    2 => format!(" \"a${n}\""),
+                    3 => format!(" c${n}"),
+                    4 => format!(" 'it''s ${n}'"),
+                    5 => " $".to_owned(),
+                    6 => format!(" -- '${n}\n"),
+                    _ => format!(" /* \"${n} */"),
+                };
+                expected.push_str(&if kind == 0 { piece.replace('$', "?") } else { piece.clone() });
+                sql.push_str(&piece);
+            }
+            proptest::prop_assert_eq!(numbered(&sql), expected);
+        }
+    }
+
+    #[test]
+    fn quotes_in_comments_open_nothing() {
+        assert_eq!(rewrite("SELECT 1 -- don't\nWHERE a = $1"), ("SELECT 1 -- don't\nWHERE a = ?1".into(), true));
+        assert_eq!(rewrite("/* it's $1 */ $1 /**/ $2"), ("/* it's $1 */ ?1 /**/ ?2".into(), true));
+        assert_eq!(rewrite("SELECT '--', $1, '/*'"), ("SELECT '--', ?1, '/*'".into(), true));
+        assert_eq!(rewrite("SELECT 5 - $1, 6 / $2"), ("SELECT 5 - ?1, 6 / ?2".into(), true));
+    }
+}
