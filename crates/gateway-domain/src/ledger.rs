@@ -10,6 +10,8 @@
 use std::sync::Arc;
 
 use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::coops::require_coop;
 use crate::events::{CoopEvent, emit, new_id};
@@ -80,7 +82,7 @@ pub struct ConversionRequest {
 }
 
 /// The outcome of one batch item.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchItemResult {
     /// The transaction, on success.
     pub record: Option<TransactionRecord>,
@@ -97,11 +99,22 @@ pub struct Idempotency {
     pub request_hash: String,
 }
 
-/// Turns an operation's result into the stored response (status, body); supplied by the
-/// transport so the domain never writes response bodies itself.
-pub type Render<T> = Box<dyn FnOnce(&Result<T, Error>) -> (u16, String) + Send>;
+/// `IdempotencyRecord::status` of a key whose answer is decided: its body is the operation's
+/// serialised `Result` (see [`Stored`]). The other values the column holds: 0 marks a key
+/// claimed by a request still running, and 100–599 an answer that gateways before this format
+/// stored as an HTTP status and body, replayed verbatim until it expires after 24 h.
+pub const DECIDED: u16 = 1;
 
-/// A response of an idempotent operation: the same for the first call and every replay.
+/// An answer of an idempotent operation, as a later request with the same key finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored<T> {
+    /// The operation's decided result (a success or a 409 refusal), replayed as itself.
+    Decided(Result<T, Error>),
+    /// An answer stored as an HTTP status and body by an earlier gateway (at most 24 h old).
+    Http(StoredResponse),
+}
+
+/// An HTTP answer as earlier gateways stored it under an `Idempotency-Key`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
     /// HTTP status.
@@ -110,15 +123,15 @@ pub struct StoredResponse {
     pub body: String,
 }
 
-/// What an operation under an `Idempotency-Key` answered: decided now, or the stored answer of
-/// an earlier request with the same key, replayed (nothing new was done). The velocity limit
-/// counts only a fresh success.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an operation answered: decided by this request, or an earlier request's answer under
+/// the same `Idempotency-Key`, replayed (nothing new was done). The velocity limit counts only
+/// a fresh result; a fresh refusal is an `Err`.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Replay<T> {
     /// This request ran the operation.
     Fresh(T),
     /// An earlier request's answer.
-    Replayed(T),
+    Replayed(Stored<T>),
 }
 
 impl<T> Replay<T> {
@@ -127,17 +140,12 @@ impl<T> Replay<T> {
         matches!(self, Replay::Replayed(_))
     }
 
-    /// The answer, fresh or replayed.
-    pub fn into_inner(self) -> T {
+    /// The result, fresh or replayed; `None` for an answer stored as HTTP by an earlier gateway.
+    pub fn into_result(self) -> Option<Result<T, Error>> {
         match self {
-            Replay::Fresh(value) | Replay::Replayed(value) => value,
-        }
-    }
-
-    /// The answer by reference.
-    pub fn get(&self) -> &T {
-        match self {
-            Replay::Fresh(value) | Replay::Replayed(value) => value,
+            Replay::Fresh(value) | Replay::Replayed(Stored::Decided(Ok(value))) => Some(Ok(value)),
+            Replay::Replayed(Stored::Decided(Err(err))) => Some(Err(err)),
+            Replay::Replayed(Stored::Http(_)) => None,
         }
     }
 }
@@ -175,161 +183,132 @@ impl Ledger {
         Self { transactor, reads, trust, clock }
     }
 
-    /// Records a payment.
-    pub async fn pay(&self, coop: &CoopId, request: PaymentRequest) -> Result<TransactionRecord, Error> {
-        self.record(coop, Transfer::Payment(request)).await
-    }
-
-    /// Records a payment under an `Idempotency-Key`: the first result (success or refusal) is
-    /// stored with the payment and replayed for 24 h; the same key with another body is a
-    /// conflict.
-    pub async fn pay_idempotent(
+    /// Records a payment. Under an `Idempotency-Key` the decided result (the transaction or a
+    /// 409 refusal) is stored with the payment and replayed for 24 h; the same key with another
+    /// body is a conflict.
+    pub async fn pay(
         &self,
         coop: &CoopId,
         request: PaymentRequest,
-        idempotency: Idempotency,
-        render: Render<TransactionRecord>,
-    ) -> Result<Replay<StoredResponse>, Error> {
-        self.record_idempotent(coop, Transfer::Payment(request), idempotency, render).await
+        key: Option<Idempotency>,
+    ) -> Result<Replay<TransactionRecord>, Error> {
+        self.record(coop, Transfer::Payment(request), key).await
     }
 
-    /// Runs one payment or conversion in its own unit of work.
-    async fn record(&self, coop: &CoopId, transfer: Transfer) -> Result<TransactionRecord, Error> {
-        let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                let record = require_coop(tx, &coop).await?;
-                transfer.run(tx, &record, &trust, now).await
-            })
-        })
-        .await
+    /// Executes a conversion: the payer is debited in the source currency, the payee credited
+    /// the net target amount, both through the coop's exchange account. Keyed as [`Ledger::pay`].
+    pub async fn convert(
+        &self,
+        coop: &CoopId,
+        request: ConversionRequest,
+        key: Option<Idempotency>,
+    ) -> Result<Replay<TransactionRecord>, Error> {
+        self.record(coop, Transfer::Conversion(request), key).await
     }
 
-    /// [`Ledger::record`] under an `Idempotency-Key`, the stored answer written in the same
-    /// unit of work as the transfer.
-    async fn record_idempotent(
+    /// Runs one payment or conversion in its own unit of work; under a key, its decided result
+    /// is stored in that same unit of work.
+    async fn record(
         &self,
         coop: &CoopId,
         transfer: Transfer,
-        idempotency: Idempotency,
-        render: Render<TransactionRecord>,
-    ) -> Result<Replay<StoredResponse>, Error> {
+        key: Option<Idempotency>,
+    ) -> Result<Replay<TransactionRecord>, Error> {
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
+        // The unit of work commits when the job returns `Ok`: a refusal decided under a key is
+        // stored (an `Ok` holding the `Err`), any other refusal rolls back.
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                if let Some(stored) = claim(tx, &idempotency, now).await? {
-                    return Ok(Replay::Replayed(stored));
+                if let Some(key) = &key
+                    && let Some(stored) = claim(tx, key, now).await?
+                {
+                    return Ok(Ok(Replay::Replayed(stored)));
                 }
                 let record = require_coop(tx, &coop).await?;
                 let result = transfer.run(tx, &record, &trust, now).await;
-                remember(tx, &idempotency, result, render, now).await.map(Replay::Fresh)
+                if let Some(key) = &key {
+                    remember(tx, key, &result, now).await?;
+                }
+                match result {
+                    Err(err) if key.is_none() => Err(err),
+                    result => Ok(result.map(Replay::Fresh)),
+                }
             })
         })
-        .await
+        .await?
     }
 
     /// Records a batch of payments by one payer. Non-atomic: each item succeeds or fails on its
-    /// own. Atomic: the first failure refuses the whole batch (409 naming the item).
+    /// own. Atomic: the first failure refuses the whole batch (409 naming the item). Keyed as
+    /// [`Ledger::pay`].
     pub async fn batch(
         &self,
         coop: &CoopId,
         items: Vec<PaymentRequest>,
         atomic: bool,
-    ) -> Result<Vec<BatchItemResult>, Error> {
-        self.batch_with(coop, items, atomic, None).await.map(|(results, _)| results)
-    }
-
-    /// [`Ledger::batch`] under an `Idempotency-Key`.
-    pub async fn batch_idempotent(
-        &self,
-        coop: &CoopId,
-        items: Vec<PaymentRequest>,
-        atomic: bool,
-        idempotency: Idempotency,
-        render: Render<Vec<BatchItemResult>>,
-    ) -> Result<Replay<StoredResponse>, Error> {
-        self.batch_with(coop, items, atomic, Some((idempotency, render)))
-            .await
-            .map(|(_, stored)| stored.expect("rendered when idempotent"))
-    }
-
-    async fn batch_with(
-        &self,
-        coop: &CoopId,
-        items: Vec<PaymentRequest>,
-        atomic: bool,
-        idempotent: Option<(Idempotency, Render<Vec<BatchItemResult>>)>,
-    ) -> Result<(Vec<BatchItemResult>, Option<Replay<StoredResponse>>), Error> {
+        key: Option<Idempotency>,
+    ) -> Result<Replay<Vec<BatchItemResult>>, Error> {
         if items.is_empty() || items.len() > MAX_BATCH {
             return Err(Error::bad_request_field("payments", format!("a batch holds 1 to {MAX_BATCH} payments")));
         }
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
-        let keyed = idempotent.as_ref().map(|(idempotency, _)| idempotency.clone());
-        // An atomic refusal under a key: the whole unit of work rolls back (the items before the
-        // failing one included), and the refusal is stored in a second one below.
-        let refused: AtomicRefusal = Arc::default();
-        let refused_in = refused.clone();
+        let keyed = key.clone();
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                if let Some((idempotency, _)) = &idempotent
-                    && let Some(stored) = claim(tx, idempotency, now).await?
+                if let Some(key) = &key
+                    && let Some(stored) = claim(tx, key, now).await?
                 {
-                    return Ok((Vec::new(), Some(Replay::Replayed(stored))));
+                    return Ok(Replay::Replayed(stored));
                 }
-                let run = async {
-                    let record = require_coop(tx, &coop).await?;
-                    lock_batch_accounts(tx, &record, &trust, &items).await?;
-                    let mut results = Vec::with_capacity(items.len());
-                    for (index, item) in items.iter().enumerate() {
-                        match pay_in(tx, &record, item, &trust, now).await {
-                            Ok(r) => results.push(BatchItemResult { record: Some(r), error: None }),
-                            Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) => return Err(err),
-                            Err(err) if atomic => {
-                                return Err(Error::conflict(format!("atomic batch refused: payments[{index}]: {err}")));
-                            }
-                            Err(err) => results.push(BatchItemResult { record: None, error: Some(err) }),
+                let record = require_coop(tx, &coop).await?;
+                lock_batch_accounts(tx, &record, &trust, &items).await?;
+                let mut results = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    match pay_in(tx, &record, item, &trust, now).await {
+                        Ok(r) => results.push(BatchItemResult { record: Some(r), error: None }),
+                        Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) => return Err(err),
+                        Err(err) if atomic => {
+                            // The items before the failing one were written: the whole unit
+                            // of work rolls back, and a key's refusal is stored below.
+                            return Err(Error::conflict(format!("atomic batch refused: payments[{index}]: {err}")));
                         }
-                    }
-                    Ok(results)
-                };
-                let result = run.await;
-                match (idempotent, result) {
-                    (None, result) => result.map(|r| (r, None)),
-                    (Some((_, render)), Err(err)) if atomic && is_decision(&err) => {
-                        // The items before the failing one were written: roll them back.
-                        *refused_in.lock().expect("not poisoned") = Some((err.clone(), render));
-                        Err(err)
-                    }
-                    (Some((idempotency, render)), result) => {
-                        let stored = remember(tx, &idempotency, result, render, now).await?;
-                        Ok((Vec::new(), Some(Replay::Fresh(stored))))
+                        Err(err) => results.push(BatchItemResult { record: None, error: Some(err) }),
                     }
                 }
+                let result = Ok(results);
+                if let Some(key) = &key {
+                    remember(tx, key, &result, now).await?;
+                }
+                result.map(Replay::Fresh)
             })
         })
         .await;
-        let refusal = refused.lock().expect("not poisoned").take();
-        match (outcome, refusal, keyed) {
-            (Err(_), Some((err, render)), Some(idempotency)) => {
-                let stored = transaction(self.transactor.as_ref(), move |tx| {
+        match (outcome, keyed) {
+            (Err(err), Some(key)) if atomic && is_decision(&err) => {
+                // An atomic refusal under a key, stored in a unit of work of its own.
+                transaction(self.transactor.as_ref(), move |tx| {
                     Box::pin(async move {
-                        if let Some(stored) = claim(tx, &idempotency, now).await? {
-                            return Ok(Replay::Replayed(stored));
+                        if let Some(stored) = claim(tx, &key, now).await? {
+                            return Ok(Ok(Replay::Replayed(stored)));
                         }
-                        remember(tx, &idempotency, Err(err), render, now).await.map(Replay::Fresh)
+                        let refused: Result<Vec<BatchItemResult>, Error> = Err(err);
+                        remember(tx, &key, &refused, now).await?;
+                        Ok(refused.map(Replay::Fresh))
                     })
                 })
-                .await?;
-                Ok((Vec::new(), Some(stored)))
+                .await?
             }
-            (outcome, _, _) => outcome,
+            (outcome, _) => outcome,
         }
     }
 
     /// The stored answer of an `Idempotency-Key` (a replay), `None` when the key has no live
     /// answer, or 409 when it was used with another request. Read before the velocity limit:
     /// a replay creates nothing, so it is neither refused nor counted by it.
-    pub async fn stored_answer(&self, idempotency: &Idempotency) -> Result<Option<StoredResponse>, Error> {
+    pub async fn stored_answer<T: DeserializeOwned>(
+        &self,
+        idempotency: &Idempotency,
+    ) -> Result<Option<Stored<T>>, Error> {
         let not_before = self.clock.now_unix_secs().saturating_sub(IDEMPOTENCY_WINDOW_SECS);
         // A plain read (it never queues behind the writer): an answer still being decided is
         // not visible yet, and the claim inside the operation's own unit of work settles it.
@@ -364,23 +343,6 @@ impl Ledger {
             })
         })
         .await
-    }
-
-    /// Executes a conversion: the payer is debited in the source currency, the payee credited
-    /// the net target amount, both through the coop's exchange account.
-    pub async fn convert(&self, coop: &CoopId, request: ConversionRequest) -> Result<TransactionRecord, Error> {
-        self.record(coop, Transfer::Conversion(request)).await
-    }
-
-    /// [`Ledger::convert`] under an `Idempotency-Key`.
-    pub async fn convert_idempotent(
-        &self,
-        coop: &CoopId,
-        request: ConversionRequest,
-        idempotency: Idempotency,
-        render: Render<TransactionRecord>,
-    ) -> Result<Replay<StoredResponse>, Error> {
-        self.record_idempotent(coop, Transfer::Conversion(request), idempotency, render).await
     }
 
     /// Sets a manual exchange rate for the coop.
@@ -471,11 +433,7 @@ impl Ledger {
     }
 }
 
-/// An atomic batch's refusal under a key, handed out of its rolled-back unit of work to be
-/// stored in a second one.
-type AtomicRefusal = Arc<std::sync::Mutex<Option<(Error, Render<Vec<BatchItemResult>>)>>>;
-
-/// The two single-transaction operations, so that their plain and idempotent forms share one path.
+/// The two single-transaction operations, so that payments and conversions share one path.
 #[derive(Debug)]
 enum Transfer {
     Payment(PaymentRequest),
@@ -500,11 +458,11 @@ impl Transfer {
 /// Claims the key in this unit of work (see [`crate::ports::LedgerTx::idempotency_claim`]):
 /// `None` when this request is the key's first and must run; otherwise the stored answer to
 /// replay, or 409 when the key came with another request (or is still in flight).
-async fn claim<T: LedgerTx + ?Sized>(
-    tx: &mut T,
+async fn claim<T: DeserializeOwned, X: LedgerTx + ?Sized>(
+    tx: &mut X,
     idempotency: &Idempotency,
     now: u64,
-) -> Result<Option<StoredResponse>, Error> {
+) -> Result<Option<Stored<T>>, Error> {
     let not_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
     match tx.idempotency_claim(&idempotency.key, &idempotency.request_hash, now, not_before).await? {
         None => Ok(None),
@@ -512,14 +470,17 @@ async fn claim<T: LedgerTx + ?Sized>(
     }
 }
 
-fn answer(idempotency: &Idempotency, stored: IdempotencyRecord) -> Result<StoredResponse, Error> {
+fn answer<T: DeserializeOwned>(idempotency: &Idempotency, stored: IdempotencyRecord) -> Result<Stored<T>, Error> {
     if stored.request_hash != idempotency.request_hash {
         return Err(Error::conflict("the Idempotency-Key was already used with another request"));
     }
-    if stored.status == 0 {
-        return Err(Error::conflict("a request with this Idempotency-Key is still in progress"));
+    match stored.status {
+        0 => Err(Error::conflict("a request with this Idempotency-Key is still in progress")),
+        DECIDED => serde_json::from_str(&stored.body)
+            .map(Stored::Decided)
+            .map_err(|e| Error::Internal(format!("the stored answer of an Idempotency-Key does not read back: {e}"))),
+        status => Ok(Stored::Http(StoredResponse { status, body: stored.body })),
     }
-    Ok(StoredResponse { status: stored.status, body: stored.body })
 }
 
 /// Whether a refusal is the ledger's decision (409: credit, slippage, atomic batch, state),
@@ -529,29 +490,30 @@ fn is_decision(err: &Error) -> bool {
     err.code().status() == 409
 }
 
-async fn remember<T>(
-    tx: &mut dyn Tx,
+/// Stores a decided result under the key, in the operation's unit of work. A fault or a
+/// refusal of the request itself is returned instead, so the unit of work rolls back, the key's
+/// claim with it, and the key can be used again.
+async fn remember<T: Serialize, X: LedgerTx + ?Sized>(
+    tx: &mut X,
     idempotency: &Idempotency,
-    result: Result<T, Error>,
-    render: Render<T>,
+    result: &Result<T, Error>,
     now: u64,
-) -> Result<StoredResponse, Error> {
-    let result = match result {
-        // Faults and refusals of the request itself are not stored: the transaction rolls back,
-        // the key's claim with it, so the key can be used again.
-        Err(err) if !is_decision(&err) => return Err(err),
-        decided => decided,
-    };
-    let (status, body) = render(&result);
+) -> Result<(), Error> {
+    if let Err(err) = result
+        && !is_decision(err)
+    {
+        return Err(err.clone());
+    }
+    let body = serde_json::to_string(result)
+        .map_err(|e| Error::Internal(format!("an idempotent result does not serialise: {e}")))?;
     let record = IdempotencyRecord {
         key: idempotency.key.clone(),
         request_hash: idempotency.request_hash.clone(),
-        status,
-        body: body.clone(),
+        status: DECIDED,
+        body,
         created_at: now,
     };
-    tx.idempotency_put(&record).await?;
-    Ok(StoredResponse { status, body })
+    tx.idempotency_put(&record).await
 }
 
 /// The payer's floor: the member's override, else the coop's limit.

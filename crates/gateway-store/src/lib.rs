@@ -500,7 +500,7 @@ mod tests {
             currency: None,
             memo: None,
         };
-        ledger.pay(&coop, pay).await.unwrap();
+        ledger.pay(&coop, pay, None).await.unwrap();
         assert_eq!(store.unreconciled_accounts().await.unwrap(), 0);
         let mut reader = store.reader().await.unwrap();
         reader

@@ -247,7 +247,7 @@ async fn produce(ledger: &Ledger, coop: &CoopId, rate: u64, seconds: u64) -> u64
             currency: None,
             memo: Some(now_micros().to_string()),
         };
-        ledger.pay(coop, request).await.expect("pay");
+        ledger.pay(coop, request, None).await.expect("pay");
     }
     total
 }

@@ -4,7 +4,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
-use gateway_domain::ledger::{Idempotency, Replay, StoredResponse};
+use gateway_domain::ledger::{Idempotency, Stored, StoredResponse};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -108,34 +108,21 @@ pub fn idempotency(
     }))
 }
 
-/// Renders a result as the stored response of an idempotent request.
-pub fn render<T, D: serde::Serialize>(
-    ok_status: u16,
-    to_dto: impl FnOnce(&T) -> D,
-    result: &Result<T, Error>,
-) -> (u16, String) {
-    match result {
-        // Straight to text (never through `serde_json::Value`, whose numbers are `f64`), so a
-        // stored answer spells amounts exactly as a direct answer does.
-        Ok(value) => (ok_status, serde_json::to_string(&to_dto(value)).expect("a DTO serialises")),
-        Err(err) => {
-            let (status, body) = ApiError::from(err.clone()).status_and_body();
-            (status, body.to_string())
-        }
-    }
-}
-
 /// The header marking a replayed idempotent answer.
 pub const REPLAYED: &str = "idempotent-replayed";
 
-/// A stored response as an HTTP response; replays carry `Idempotent-Replayed: true`.
-pub fn stored(answer: Replay<StoredResponse>) -> Response {
-    let replayed = answer.is_replayed();
-    let response = answer.into_inner();
-    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut answer = (status, [(axum::http::header::CONTENT_TYPE, "application/json")], response.body).into_response();
-    if replayed {
-        answer.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
-    }
-    answer
+/// An earlier answer under an `Idempotency-Key`, answered again with `Idempotent-Replayed:
+/// true`: a decided result rendered by `answer` (or as the refusal it was), or an answer an
+/// earlier gateway stored as HTTP, verbatim.
+pub fn replayed<T>(stored: Stored<T>, answer: fn(&T) -> Response) -> Response {
+    let mut response = match stored {
+        Stored::Decided(Ok(value)) => answer(&value),
+        Stored::Decided(Err(err)) => ApiError::from(err).into_response(),
+        Stored::Http(StoredResponse { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+    };
+    response.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
+    response
 }

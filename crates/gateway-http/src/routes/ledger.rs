@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Amount, CoopId, Did, Error};
 use gateway_domain::ledger::{
-    AccountBalances, BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, StoredResponse, is_system,
+    AccountBalances, BatchItemResult, ConversionRequest, Idempotency, PaymentRequest, Replay, is_system,
 };
 use gateway_domain::ports::{HistoryQuery, QuoteRecord, RateRecord, TransactionRecord};
 use serde::Deserialize;
@@ -17,7 +17,7 @@ use crate::caller::scopes::{LedgerRead, LedgerWrite, OracleRead, OracleWrite};
 use crate::caller::{Authorized, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, JsonBytes, Path, Query, parse_json};
-use crate::routes::common::{self, PageQuery, idempotency, payment_amount, render, stored};
+use crate::routes::common::{self, PageQuery, idempotency, payment_amount, replayed};
 use crate::state::AppState;
 
 /// A payment (both families; `description` is the short family's memo).
@@ -165,6 +165,10 @@ fn transaction_response(record: &TransactionRecord) -> Response {
     (StatusCode::CREATED, Json(TransactionDto::from(record))).into_response()
 }
 
+fn batch_response(results: &Vec<BatchItemResult>) -> Response {
+    (StatusCode::OK, Json(BatchDto::from(results.as_slice()))).into_response()
+}
+
 impl PaymentBody {
     fn into_request(self, caller: &Caller, require_from: bool) -> ApiResult<PaymentRequest> {
         let from = match self.from {
@@ -189,45 +193,28 @@ impl PaymentBody {
     }
 }
 
-/// A payment-creating operation's answer, and whether it created something now: only that is
-/// counted by the velocity limit (refusals and replays of an earlier answer are not).
-struct Created {
-    response: Response,
-    fresh_success: bool,
-}
-
-impl Created {
-    /// An answer without an `Idempotency-Key`: a success is always new.
-    fn now(response: Response) -> Self {
-        Self { response, fresh_success: true }
-    }
-
-    /// An answer under an `Idempotency-Key`, as the ledger decided it: new or replayed.
-    fn keyed(answer: Replay<StoredResponse>) -> Self {
-        let fresh_success = matches!(&answer, Replay::Fresh(r) if (200..300).contains(&r.status));
-        Self { response: stored(answer), fresh_success }
-    }
-}
-
 /// Runs a payment-creating operation under velocity permits (one per payment): they are kept
-/// only when the operation created something now. A keyed request whose key already has a
-/// stored answer is answered with it first: a replay creates nothing, so the velocity limit
-/// neither refuses nor counts it.
-async fn with_velocity<F, Fut>(
+/// only when the operation created something now (a fresh result; refusals and replays are
+/// not counted). A keyed request whose key already has a stored answer is answered with it
+/// first: a replay creates nothing, so the velocity limit neither refuses nor counts it.
+/// `answer` renders a result, fresh or replayed, the same way.
+async fn with_velocity<T, F, Fut>(
     state: &AppState,
     payer: &Did,
     count: usize,
     key: Option<&Idempotency>,
+    answer: fn(&T) -> Response,
     operation: F,
 ) -> ApiResult<Response>
 where
+    T: serde::de::DeserializeOwned,
     F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = ApiResult<Created>>,
+    Fut: std::future::Future<Output = Result<Replay<T>, Error>>,
 {
     if let Some(key) = key
-        && let Some(answer) = state.ledger.stored_answer(key).await?
+        && let Some(stored) = state.ledger.stored_answer::<T>(key).await?
     {
-        return Ok(stored(Replay::Replayed(answer)));
+        return Ok(replayed(stored, answer));
     }
     let mut permits = Vec::with_capacity(count);
     for _ in 0..count {
@@ -240,10 +227,13 @@ where
         }
     }
     let result = operation().await;
-    if !result.as_ref().is_ok_and(|created| created.fresh_success) {
+    if !matches!(result, Ok(Replay::Fresh(_))) {
         permits.into_iter().for_each(|p| p.cancel());
     }
-    result.map(|created| created.response)
+    match result? {
+        Replay::Fresh(value) => Ok(answer(&value)),
+        Replay::Replayed(stored) => Ok(replayed(stored, answer)),
+    }
 }
 
 async fn pay(
@@ -258,16 +248,8 @@ async fn pay(
     let request: PaymentBody = parse_json(body)?;
     let request = request.into_request(caller, require_from)?;
     let key = idempotency(headers, caller, &coop, uri.path(), body)?;
-    with_velocity(state, &caller.did, 1, key.clone().as_ref(), || async {
-        match key {
-            None => Ok(Created::now(transaction_response(&state.ledger.pay(&coop, request).await?))),
-            Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| {
-                    render(201, |t: &TransactionRecord| TransactionDto::from(t), r)
-                });
-                Ok(Created::keyed(state.ledger.pay_idempotent(&coop, request, key, render).await?))
-            }
-        }
+    with_velocity(state, &caller.did, 1, key.clone().as_ref(), transaction_response, || {
+        state.ledger.pay(&coop, request, key)
     })
     .await
 }
@@ -489,19 +471,8 @@ pub async fn batch(
     let items = batch.payments.into_iter().map(|p| p.into_request(&caller, false)).collect::<ApiResult<Vec<_>>>()?;
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
     let atomic = batch.atomic;
-    with_velocity(&state, &caller.did, count, key.clone().as_ref(), || async {
-        match key {
-            None => {
-                let results = state.ledger.batch(&coop, items, atomic).await?;
-                Ok(Created::now((StatusCode::OK, Json(BatchDto::from(results.as_slice()))).into_response()))
-            }
-            Some(key) => {
-                let render = Box::new(|r: &Result<Vec<BatchItemResult>, Error>| {
-                    render(200, |v: &Vec<BatchItemResult>| BatchDto::from(v.as_slice()), r)
-                });
-                Ok(Created::keyed(state.ledger.batch_idempotent(&coop, items, atomic, key, render).await?))
-            }
-        }
+    with_velocity(&state, &caller.did, count, key.clone().as_ref(), batch_response, || {
+        state.ledger.batch(&coop, items, atomic, key)
     })
     .await
 }
@@ -635,16 +606,8 @@ pub async fn convert(
         quote_id: request.quote_id,
     };
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
-    with_velocity(&state, &caller.did, 1, key.clone().as_ref(), || async {
-        match key {
-            None => Ok(Created::now(transaction_response(&state.ledger.convert(&coop, conversion).await?))),
-            Some(key) => {
-                let render = Box::new(|r: &Result<TransactionRecord, Error>| {
-                    render(201, |t: &TransactionRecord| TransactionDto::from(t), r)
-                });
-                Ok(Created::keyed(state.ledger.convert_idempotent(&coop, conversion, key, render).await?))
-            }
-        }
+    with_velocity(&state, &caller.did, 1, key.clone().as_ref(), transaction_response, || {
+        state.ledger.convert(&coop, conversion, key)
     })
     .await
 }

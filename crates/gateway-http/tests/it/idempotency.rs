@@ -215,3 +215,47 @@ async fn velocity_counts_survive_a_restart() {
         assert_eq!(later.status, StatusCode::CREATED, "{backend:?}: {}", later.body);
     }
 }
+
+/// A key's decided answer is stored as the ledger's result and replayed as itself, a success and
+/// a refusal alike; an answer an earlier gateway stored as HTTP (status 100–599) is replayed
+/// verbatim until it expires. Neither replay moves money.
+#[tokio::test]
+async fn stored_results_and_earlier_http_answers_replay_as_they_were() {
+    use gateway_core::Clock;
+    use gateway_domain::ports::{IdempotencyRecord, transaction};
+    use sha2::{Digest, Sha256};
+
+    for app in TestApp::every_store().await {
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        // A refusal the ledger decides (beyond the credit floor) is stored under its key.
+        let too_much = pay(2, 3, json!(1_000_000));
+        let first = pay_keyed(&app, &tokens[0], "refused", &too_much).await;
+        first.assert_error(409, "INSUFFICIENT_CREDIT");
+        assert!(!replayed(&first));
+        let again = pay_keyed(&app, &tokens[0], "refused", &too_much).await;
+        assert!(replayed(&again));
+        assert_eq!((again.status, &again.body), (first.status, &first.body));
+
+        // An answer stored as HTTP by an earlier gateway: replayed byte for byte.
+        let body = pay(2, 3, json!(7));
+        let (path, text) = ("/v1/ledger/c1/payment", body.to_string());
+        let mut hash = Sha256::new();
+        hash.update(format!("POST {path}\n{text}").as_bytes());
+        let record = IdempotencyRecord {
+            key: format!("c1\u{1f}{}\u{1f}legacy", did_of(2)),
+            request_hash: hex::encode(hash.finalize()),
+            status: 201,
+            body: r#"{"id":"from-an-earlier-gateway","amount":7}"#.to_owned(),
+            created_at: app.clock.now_unix_secs(),
+        };
+        transaction(app.store.as_ref(), move |tx| Box::pin(async move { tx.idempotency_put(&record).await }))
+            .await
+            .unwrap();
+        let legacy = pay_keyed(&app, &tokens[0], "legacy", &body).await;
+        assert_eq!(legacy.status, 201);
+        assert!(replayed(&legacy), "{:?}: {}", app.backend, legacy.body);
+        assert_eq!(legacy.body, json!({"id": "from-an-earlier-gateway", "amount": 7}));
+        assert_eq!(history_total(&app, &tokens[0]).await, 0, "no replay moves money");
+        assert_eq!(balance(&app, &tokens[0], 2).await, json!(0));
+    }
+}

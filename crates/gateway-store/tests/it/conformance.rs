@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use gateway_core::{Amount, CoopId, Currency, Error, PageRequest, Role};
-use gateway_domain::ledger::{Idempotency, PaymentRequest, Replay, StoredResponse};
+use gateway_domain::ledger::{Idempotency, PaymentRequest, Replay, Stored};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::ports::{
     EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, SigningKeyRecord, TrustEdge,
@@ -74,8 +74,8 @@ async fn payments_events_and_notifications(backend: Backend) {
     let coop = f.coop("c1", 3).await;
     let before = f.store.current_seq(&coop).await.unwrap();
     assert_eq!(before, 3, "one MemberAdded per member");
-    f.ledger.pay(&coop, payment(1, 2, units(10))).await.unwrap();
-    f.ledger.pay(&coop, payment(2, 1, Amount::from_micros(2_500_001))).await.unwrap();
+    f.ledger.pay(&coop, payment(1, 2, units(10)), None).await.unwrap();
+    f.ledger.pay(&coop, payment(2, 1, Amount::from_micros(2_500_001)), None).await.unwrap();
     assert_eq!(balance(&f, &coop, 1).await, Amount::from_micros(-7_499_999));
     assert_eq!(balance(&f, &coop, 2).await, Amount::from_micros(7_499_999));
     assert_zero_sum(&f).await;
@@ -89,7 +89,7 @@ async fn payments_events_and_notifications(backend: Backend) {
     assert_eq!(inbox.items[0].kind, "payment_received");
     assert_eq!(inbox.unread, 2);
     // A refused payment writes nothing: no event, no balance change.
-    let refused = f.ledger.pay(&coop, payment(1, 2, units(993))).await;
+    let refused = f.ledger.pay(&coop, payment(1, 2, units(993)), None).await;
     assert!(matches!(refused, Err(Error::InsufficientCredit { .. })), "{refused:?}");
     assert_eq!(f.store.current_seq(&coop).await.unwrap(), 5);
     let (history, total) = f
@@ -109,25 +109,27 @@ async fn payments_events_and_notifications(backend: Backend) {
 async fn idempotent_payments(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 2).await;
-    let key = |hash: &str| Idempotency { key: "c1/k".into(), request_hash: hash.into() };
-    let render = || {
-        Box::new(|r: &Result<gateway_domain::ports::TransactionRecord, Error>| match r {
-            Ok(t) => (201, t.id.clone()),
-            Err(e) => (409, e.to_string()),
-        })
-    };
-    let first = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
-    let again = f.ledger.pay_idempotent(&coop, payment(0, 1, units(3)), key("h1"), render()).await.unwrap();
-    assert!(!first.is_replayed() && again.is_replayed());
-    let (first, again) = (first.into_inner(), again.into_inner());
-    assert_eq!((first.status, &first.body), (again.status, &again.body));
+    let key = |hash: &str| Some(Idempotency { key: "c1/k".into(), request_hash: hash.into() });
+    let first = f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1")).await.unwrap();
+    let again = f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1")).await.unwrap();
+    let Replay::Fresh(record) = first else { panic!("the first use of a key runs: {first:?}") };
+    // The replay is the stored domain result itself, read back exactly.
+    assert_eq!(again, Replay::Replayed(Stored::Decided(Ok(record.clone()))));
+    assert_eq!(f.ledger.stored_answer(&key("h1").unwrap()).await.unwrap(), Some(Stored::Decided(Ok(record))));
     assert_eq!(balance(&f, &coop, 0).await, units(-3), "one payment only");
-    let other = f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await;
+    let other = f.ledger.pay(&coop, payment(0, 1, units(4)), key("h2")).await;
     assert!(matches!(other, Err(Error::Conflict { .. })));
+    // A refusal the ledger decided is stored and replayed as itself, and moves nothing.
+    let refusal_key = Some(Idempotency { key: "c1/refused".into(), request_hash: "r".into() });
+    let refused = f.ledger.pay(&coop, payment(0, 1, units(5000)), refusal_key.clone()).await;
+    let Err(refusal @ Error::InsufficientCredit { .. }) = refused else { panic!("{refused:?}") };
+    let replayed = f.ledger.pay(&coop, payment(0, 1, units(5000)), refusal_key).await.unwrap();
+    assert_eq!(replayed, Replay::Replayed(Stored::Decided(Err(refusal))));
+    assert_eq!(balance(&f, &coop, 0).await, units(-3));
     // After 24 h the key may be used again.
     f.clock.advance_secs(24 * 3600 + 1);
-    let later = f.ledger.pay_idempotent(&coop, payment(0, 1, units(4)), key("h2"), render()).await.unwrap();
-    assert_eq!(later, Replay::Fresh(StoredResponse { status: 201, body: later.get().body.clone() }));
+    let later = f.ledger.pay(&coop, payment(0, 1, units(4)), key("h2")).await.unwrap();
+    assert!(matches!(later, Replay::Fresh(ref t) if t.amount == units(4)), "{later:?}");
 }
 
 async fn trust_edges_survive_reload(backend: Backend) {
@@ -155,7 +157,7 @@ async fn concurrent_payments_equal_a_serial_replay(backend: Backend) {
                 let from = rng.gen_range(0..6);
                 let to = (from + rng.gen_range(1..6)) % 6;
                 let amount = Amount::from_micros(rng.gen_range(1..400_000_000));
-                match ledger.pay(&coop, payment(from, to, amount)).await {
+                match ledger.pay(&coop, payment(from, to, amount), None).await {
                     Ok(_) | Err(Error::InsufficientCredit { .. }) => {}
                     Err(other) => panic!("unexpected {other:?}"),
                 }
@@ -487,8 +489,8 @@ async fn coop_balances_read_the_coop_and_every_currency(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 3).await;
     let eur = Currency::parse("eur").unwrap();
-    f.ledger.pay(&coop, payment(0, 1, units(5))).await.unwrap();
-    f.ledger.pay(&coop, PaymentRequest { currency: Some(eur.clone()), ..payment(0, 1, units(2)) }).await.unwrap();
+    f.ledger.pay(&coop, payment(0, 1, units(5)), None).await.unwrap();
+    f.ledger.pay(&coop, PaymentRequest { currency: Some(eur.clone()), ..payment(0, 1, units(2)) }, None).await.unwrap();
     let (record, balances) = f.store.coop_balances(&coop, did(1).as_str()).await.unwrap().unwrap();
     assert_eq!(record.id, coop);
     assert_eq!(record.member_count, 3);
@@ -537,7 +539,7 @@ async fn reopening_keeps_committed_state(backend: Backend) {
     }
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 2).await;
-    f.ledger.pay(&coop, payment(0, 1, units(5))).await.unwrap();
+    f.ledger.pay(&coop, payment(0, 1, units(5)), None).await.unwrap();
     let spec = f.spec.clone();
     let reopened = Fixture::at(spec, None).await;
     assert_eq!(balance(&reopened, &coop, 1).await, units(5));
@@ -567,11 +569,11 @@ async fn run_ops(f: &Fixture, ops: Vec<Op>) {
         // Refusals are expected; what matters is what the ledger looks like afterwards.
         let _ = match op {
             Op::Pay { from, to, micros } => {
-                f.ledger.pay(&coop, payment(from, to, Amount::from_micros(micros))).await.map(|_| ())
+                f.ledger.pay(&coop, payment(from, to, Amount::from_micros(micros)), None).await.map(|_| ())
             }
             Op::Batch { atomic, items } => {
                 let items = items.into_iter().map(|(from, to, m)| payment(from, to, Amount::from_micros(m))).collect();
-                f.ledger.batch(&coop, items, atomic).await.map(|_| ())
+                f.ledger.batch(&coop, items, atomic, None).await.map(|_| ())
             }
             Op::Convert { from, to, micros } => f
                 .ledger
@@ -587,6 +589,7 @@ async fn run_ops(f: &Fixture, ops: Vec<Op>) {
                         min_target_amount: None,
                         quote_id: None,
                     },
+                    None,
                 )
                 .await
                 .map(|_| ()),
@@ -648,7 +651,7 @@ async fn pruning_keeps_each_coops_last_events(backend: Backend) {
             currency: None,
             memo: None,
         };
-        f.ledger.pay(&coop, pay).await.unwrap();
+        f.ledger.pay(&coop, pay, None).await.unwrap();
     }
     let last = f.store.current_seq(&coop).await.unwrap();
     assert!(last >= 4, "{last}");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gateway_core::{Amount, CoopId, Did, Error, PageRequest, Role};
 use gateway_domain::coops::NewCoop;
-use gateway_domain::ledger::{PaymentRequest, treasury_account};
+use gateway_domain::ledger::{PaymentRequest, Replay, treasury_account};
 use gateway_domain::ports::{HistoryQuery, TaskRecord, TaskStatus, transaction};
 use gateway_domain::tasks::Compute;
 use gateway_domain::trust::TrustGraph;
@@ -250,7 +250,7 @@ async fn concurrent_payments_respect_the_floor(backend: Backend) {
                     currency: None,
                     memo: None,
                 };
-                f.ledger.pay(&coop, request).await
+                f.ledger.pay(&coop, request, None).await
             }
         })
         .await;
@@ -293,12 +293,12 @@ async fn crossing_batches_all_commit(backend: Backend) {
                         memo: None,
                     })
                     .collect();
-                f.ledger.batch(&coop, items, true).await
+                f.ledger.batch(&coop, items, true, None).await
             }
         })
         .await;
         for (i, result) in results.iter().enumerate() {
-            let items = result.as_ref().unwrap_or_else(|e| panic!("round {round}, batch {i}: {e:?}"));
+            let Ok(Replay::Fresh(items)) = result else { panic!("round {round}, batch {i}: {result:?}") };
             assert!(items.iter().all(|item| item.error.is_none()), "round {round}, batch {i}");
         }
         for p in N + 1..N + 6 {

@@ -96,7 +96,7 @@ impl Domain {
             currency: None,
             memo: Some("ws test".into()),
         };
-        self.ledger.pay(coop, request).await.unwrap();
+        self.ledger.pay(coop, request, None).await.unwrap();
     }
 }
 

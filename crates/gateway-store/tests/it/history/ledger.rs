@@ -1,8 +1,7 @@
 //! Payments: one payer near its credit floor, and one Idempotency-Key used by N payments at once.
 
-use gateway_core::{Amount, CoopId, Error, ErrorCode};
-use gateway_domain::ledger::{Idempotency, PaymentRequest};
-use gateway_domain::ports::TransactionRecord;
+use gateway_core::{Amount, CoopId, ErrorCode};
+use gateway_domain::ledger::{Idempotency, PaymentRequest, Replay, Stored};
 use rand::Rng;
 
 use super::checkers::*;
@@ -24,7 +23,11 @@ pub async fn payments_near_the_floor(r: &mut Round) -> Vec<String> {
         let (f, h, coop, amount) = (f.clone(), h.clone(), coop.clone(), amounts[p]);
         async move {
             let args = format!("did0 -> did{} {amount}", p + 1);
-            h.run(p, "pay", args, f.ledger.pay(&coop, payment(0, p as u32 + 1, amount)), |t| t.id.clone()).await
+            h.run(p, "pay", args, f.ledger.pay(&coop, payment(0, p as u32 + 1, amount), None), |t| match t {
+                Replay::Fresh(t) => t.id.clone(),
+                other => format!("{other:?}"),
+            })
+            .await
         }
     })
     .await;
@@ -66,14 +69,11 @@ pub async fn one_key_many_payments(r: &mut Round) -> Vec<String> {
         let (f, h, coop, key) = (f.clone(), h.clone(), coop.clone(), key.clone());
         async move {
             let idempotency = Idempotency { key: key.clone(), request_hash: "same-body".into() };
-            let render = Box::new(|r: &Result<TransactionRecord, Error>| match r {
-                Ok(t) => (201, t.id.clone()),
-                Err(e) => (409, e.to_string()),
-            });
-            let op = f.ledger.pay_idempotent(&coop, payment(0, 1, amount), idempotency, render);
-            h.run(p, "pay_idempotent", format!("key={key} did0 -> did1 {amount}"), op, |s| {
-                let replayed = if s.is_replayed() { " (replayed)" } else { "" };
-                format!("{} {}{replayed}", s.get().status, s.get().body)
+            let op = f.ledger.pay(&coop, payment(0, 1, amount), Some(idempotency));
+            h.run(p, "pay_idempotent", format!("key={key} did0 -> did1 {amount}"), op, |s| match s {
+                Replay::Fresh(t) => format!("ok {}", t.id),
+                Replay::Replayed(Stored::Decided(Ok(t))) => format!("ok {} (replayed)", t.id),
+                Replay::Replayed(other) => format!("{other:?} (replayed)"),
             })
             .await
         }
