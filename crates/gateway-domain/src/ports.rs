@@ -928,6 +928,8 @@ pub trait GovReads: Send + Sync + fmt::Debug {
     async fn member_dids(&self, coop: &CoopId) -> Result<Vec<Did>, Error>;
     /// Domains of a coop.
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error>;
+    /// One proposal, read without queuing behind the writer.
+    async fn proposal(&self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
     /// A page of proposals (newest first) and the total.
     async fn proposals(&self, query: &ProposalQuery) -> Result<(Vec<ProposalRecord>, u64), Error>;
     /// All and open proposals of a coop.
@@ -944,6 +946,8 @@ pub trait GovReads: Send + Sync + fmt::Debug {
 /// Compute task reads.
 #[async_trait]
 pub trait ComputeReads: Send + Sync + fmt::Debug {
+    /// One task, read without queuing behind the writer.
+    async fn task(&self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error>;
     /// A page of a coop's tasks (newest first) with these statuses (all when empty), and the total.
     async fn tasks(
         &self,

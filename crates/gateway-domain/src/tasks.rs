@@ -127,10 +127,6 @@ pub fn completion_message(task_hash: &str, output: &Value) -> Result<Vec<u8>, Er
     Ok(message)
 }
 
-async fn require_task<T: ComputeTx + ?Sized>(tx: &mut T, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
-    tx.task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
-}
-
 /// The task, or `NOT_FOUND`, holding its row until the transaction ends: every change of a
 /// task's status takes it before reading the status, so of concurrent claims exactly one finds
 /// it pending and the others find it claimed (409).
@@ -237,9 +233,7 @@ impl Compute {
 
     /// A task.
     pub async fn get(&self, coop: &CoopId, id: &str) -> Result<TaskRecord, Error> {
-        let (coop, id) = (coop.clone(), id.to_owned());
-        transaction(self.transactor.as_ref(), move |tx| Box::pin(async move { require_task(tx, &coop, &id).await }))
-            .await
+        self.reads.task(coop, id).await?.ok_or_else(|| Error::not_found("task", id))
     }
 
     /// A page of tasks, optionally filtered by status.

@@ -3,12 +3,12 @@
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
-use gateway_domain::ports::transaction;
 use gateway_domain::ports::{
     ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery,
     IdempotencyRecord, LedgerReads, MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord,
     RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
+use gateway_domain::ports::{ComputeTx, GovTx, transaction};
 
 use crate::conn::compute::{TASK_COLUMNS, TaskRow, task_from_row};
 use crate::conn::coops::{COOP_COLUMNS, CoopRow, MemberRow, coop_from_row, member_from_row};
@@ -388,6 +388,10 @@ impl GovReads for Store {
         rows.into_iter().map(domain_from_row).collect()
     }
 
+    async fn proposal(&self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
+        self.reader().await?.conn().proposal(coop, id).await
+    }
+
     async fn proposals(&self, q: &ProposalQuery) -> Result<(Vec<ProposalRecord>, u64), Error> {
         let (limit, offset) = page_params(q.page)?;
         let filter = "coop_id = $1 AND ($2 IS NULL OR domain_id = $2) AND ($3 IS NULL OR status = $3)";
@@ -459,6 +463,10 @@ impl GovReads for Store {
 
 #[async_trait]
 impl ComputeReads for Store {
+    async fn task(&self, coop: &CoopId, id: &str) -> Result<Option<TaskRecord>, Error> {
+        self.reader().await?.conn().task(coop, id).await
+    }
+
     async fn tasks(
         &self,
         coop: &CoopId,

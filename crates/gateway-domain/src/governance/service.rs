@@ -465,9 +465,7 @@ impl Governance {
 
     /// A proposal.
     pub async fn proposal(&self, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
-        let (coop, id) = (coop.clone(), id.to_owned());
-        transaction(self.transactor.as_ref(), move |tx| Box::pin(async move { require_proposal(tx, &coop, &id).await }))
-            .await
+        self.reads.proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
     }
 
     /// A page of proposals.
