@@ -4,9 +4,8 @@
 //! client of the stream sees exactly the committed changes, numbered without gaps. Delivery is
 //! `gateway-ws`'s business, not this module's.
 
-use gateway_core::{Amount, CoopId, Currency, Did, Error, Role};
+use gateway_core::{Amount, CoopId, Currency, Did, Error, JsonText, Role};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::coops::fee_percent;
 use crate::governance::Outcome;
@@ -143,9 +142,9 @@ impl CoopEvent<'_> {
         }
     }
 
-    /// The event's `data` object.
-    pub fn data(&self) -> Result<Value, Error> {
-        serde_json::to_value(self).map_err(|e| Error::Internal(format!("event data: {e}")))
+    /// The event's `data` object, as its exact text.
+    pub fn data(&self) -> Result<JsonText, Error> {
+        JsonText::of(self).map_err(|e| Error::Internal(format!("event data: {e}")))
     }
 }
 
@@ -359,13 +358,18 @@ fn id_at(millis: u64, random: [u8; 10]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::governance::{ProposalPayload, ProposalStatus};
     use crate::ports::{ConversionLeg, TaskOutcome, TaskStatus, TransactionKind};
 
     const ALICE: &str = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+
+    /// The event's data, parsed for comparison.
+    fn value(event: CoopEvent<'_>) -> Value {
+        serde_json::from_str(event.data().unwrap().as_str()).unwrap()
+    }
 
     fn did() -> Did {
         Did::parse(ALICE).unwrap()
@@ -419,7 +423,7 @@ mod tests {
         let event = CoopEvent::PaymentCreated(&plain);
         assert_eq!(event.kind(), CoopEventType::PaymentCreated);
         assert_eq!(
-            event.data().unwrap(),
+            value(event),
             json!({"id": "t1", "kind": "payment", "from": ALICE, "to": "did:key:bob", "amount": 12.5,
                    "currency": "hours", "memo": null, "timestamp": 7})
         );
@@ -434,25 +438,29 @@ mod tests {
             }),
             ..plain
         };
-        let data = CoopEvent::PaymentCreated(&converted).data().unwrap();
+        let data = value(CoopEvent::PaymentCreated(&converted));
         assert_eq!(data["kind"], "conversion");
         assert_eq!(data["to_currency"], "eur");
         assert_eq!(data["net_target_amount"], json!(24.75));
         // Exact decimals: the text of the number is the amount's, not an f64's.
         let text = serde_json::to_string(&CoopEvent::PaymentCreated(&converted)).unwrap();
         assert!(text.contains(r#""fee_amount":0.25"#), "{text}");
+        // The largest payment keeps every digit (18 of them; an f64 holds about 16).
+        let largest = TransactionRecord { amount: Amount::parse_payment("999999999999.999999").unwrap(), ..payment() };
+        let data = CoopEvent::PaymentCreated(&largest).data().unwrap();
+        assert!(data.as_str().contains(r#""amount":999999999999.999999"#), "{data}");
     }
 
     #[test]
     fn member_settings_and_removal_events_carry_their_fields() {
         let member = MemberRecord { did: did(), role: Role::Admin, joined_at: 5, credit_limit: Some(amount("-10")) };
         let expected = json!({"did": ALICE, "role": "admin", "joined_at": 5, "credit_limit": -10});
-        assert_eq!(CoopEvent::MemberAdded(&member).data().unwrap(), expected);
-        assert_eq!(CoopEvent::RoleUpdated(&member).data().unwrap(), expected);
+        assert_eq!(value(CoopEvent::MemberAdded(&member)), expected);
+        assert_eq!(value(CoopEvent::RoleUpdated(&member)), expected);
         assert_eq!(CoopEvent::RoleUpdated(&member).kind(), CoopEventType::RoleUpdated);
-        assert_eq!(CoopEvent::MemberRemoved(&member.did).data().unwrap(), json!({"did": ALICE}));
+        assert_eq!(value(CoopEvent::MemberRemoved(&member.did)), json!({"did": ALICE}));
         let settings = CoopSettings { conversion_fee_ppm: 12_345, ..CoopSettings::default() };
-        let data = CoopEvent::SettingsUpdated(&settings).data().unwrap();
+        let data = value(CoopEvent::SettingsUpdated(&settings));
         assert_eq!(data["conversion_fee_percent"], json!(1.2345));
         assert_eq!(data["default_currency"], "hours");
         let mut keys: Vec<&str> = data.as_object().unwrap().keys().map(String::as_str).collect();
@@ -475,21 +483,21 @@ mod tests {
             created_at: 1,
         };
         assert_eq!(
-            CoopEvent::GovernanceDomainCreated(&domain).data().unwrap(),
+            value(CoopEvent::GovernanceDomainCreated(&domain)),
             json!({"domain_id": "tech", "name": "Tech", "members": [ALICE]})
         );
         let closed = proposal();
         let header =
             json!({"proposal_id": "p1", "domain_id": "coop", "title": "Paint", "status": "closed", "author": ALICE});
-        assert_eq!(CoopEvent::GovernanceProposalOpened(&closed).data().unwrap(), header);
+        assert_eq!(value(CoopEvent::GovernanceProposalOpened(&closed)), header);
         let mut with_result = header.clone();
         with_result["outcome"] = json!("Approved");
         with_result["tally"] = json!({"for": 3, "against": 1, "abstain": 0});
-        assert_eq!(CoopEvent::GovernanceProposalClosed(&closed).data().unwrap(), with_result);
+        assert_eq!(value(CoopEvent::GovernanceProposalClosed(&closed)), with_result);
         let voter = did();
         let vote = VoteCast { proposal_id: "p1", voter: &voter, choice: "for", replaced: true };
         assert_eq!(
-            CoopEvent::GovernanceVoteCast(vote).data().unwrap(),
+            value(CoopEvent::GovernanceVoteCast(vote)),
             json!({"proposal_id": "p1", "voter": ALICE, "choice": "for", "replaced": true})
         );
     }
@@ -515,7 +523,7 @@ mod tests {
             finished_at: Some(3),
             result: Some(TaskResult { outcome: TaskOutcome::Success, output: json!(4), error: None, fuel_used: 2 }),
         };
-        let data = CoopEvent::ComputeTaskCompleted(&task).data().unwrap();
+        let data = value(CoopEvent::ComputeTaskCompleted(&task));
         assert_eq!(data["status"], "completed");
         assert_eq!(data["executor"], "did:key:exec");
         assert_eq!(data["result"]["output"], json!(4));

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest, Role};
+use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, JsonText, PageRequest, Role};
 use serde::Serialize;
 
 use crate::events::new_id;
@@ -89,8 +89,8 @@ impl NoteData {
         }
     }
 
-    fn to_value(&self) -> Result<serde_json::Value, Error> {
-        serde_json::to_value(self).map_err(|e| Error::Internal(format!("notification data: {e}")))
+    fn to_text(&self) -> Result<JsonText, Error> {
+        JsonText::of(self).map_err(|e| Error::Internal(format!("notification data: {e}")))
     }
 }
 
@@ -107,7 +107,7 @@ pub async fn notify<T: NotificationTx + ?Sized>(
         recipient: recipient.clone(),
         coop_id: coop.clone(),
         kind: note.data.kind().to_owned(),
-        data: note.data.to_value()?,
+        data: note.data.to_text()?,
         title: note.title,
         body: note.body,
         created_at: now,
@@ -133,7 +133,7 @@ pub async fn notify_all<T: NotificationTx + ?Sized>(
                 recipients: many.to_vec(),
                 coop_id: coop.clone(),
                 kind: note.data.kind().to_owned(),
-                data: note.data.to_value()?,
+                data: note.data.to_text()?,
                 title: note.title,
                 body: note.body,
                 created_at: now,

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use async_trait::async_trait;
-use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest, Role};
+use gateway_core::{Amount, CoopId, Currency, Did, Error, JsonText, PageRequest, Role};
 use serde_json::Value;
 
 use crate::governance::{Effect, Outcome, ProposalPayload, ProposalStatus};
@@ -247,8 +247,8 @@ pub struct EventRecord {
     pub event_type: String,
     /// Unix seconds.
     pub timestamp: u64,
-    /// Kind-specific data.
-    pub data: Value,
+    /// Kind-specific data, as the exact text it was written as.
+    pub data: JsonText,
 }
 
 /// A notification to one DID.
@@ -266,8 +266,8 @@ pub struct NotificationRecord {
     pub title: String,
     /// Human text.
     pub body: String,
-    /// Structured data.
-    pub data: Value,
+    /// Structured data, as the exact text it was written as.
+    pub data: JsonText,
     /// Unix seconds.
     pub created_at: u64,
     /// When marked read.
@@ -287,8 +287,8 @@ pub struct NotificationFanout {
     pub title: String,
     /// Human text.
     pub body: String,
-    /// Structured data.
-    pub data: Value,
+    /// Structured data, as the exact text it was written as.
+    pub data: JsonText,
     /// Unix seconds.
     pub created_at: u64,
 }
@@ -406,7 +406,7 @@ pub trait EventTx: Send {
         coop: &CoopId,
         event_type: &str,
         timestamp: u64,
-        data: &Value,
+        data: &JsonText,
     ) -> Result<u64, Error>;
 
     /// Deletes events older than `older_than` (Unix seconds), keeping at least each coop's

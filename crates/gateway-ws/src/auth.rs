@@ -117,9 +117,13 @@ pub(crate) async fn check_membership(shared: &Shared, coop: &CoopId, did: &Did) 
 
 /// The DID a `MemberRemoved` event removes from its coop (its `data.did`, as both the admin
 /// route and an approved membership proposal write it); `None` for any other event.
-pub(crate) fn removed_member(record: &EventRecord) -> Option<&str> {
+pub(crate) fn removed_member(record: &EventRecord) -> Option<String> {
     if record.event_type != CoopEventType::MemberRemoved.as_str() {
         return None;
     }
-    record.data.get("did").and_then(serde_json::Value::as_str)
+    #[derive(serde::Deserialize)]
+    struct Removed {
+        did: String,
+    }
+    record.data.read::<Removed>().ok().map(|removed| removed.did)
 }

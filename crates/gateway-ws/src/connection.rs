@@ -519,7 +519,7 @@ where
                     }
                     if let Some(revocation) = &mut s.revocation
                         && event.seq > revocation.after
-                        && removed_member(event) == Some(s.session.did.as_str())
+                        && removed_member(event).as_deref() == Some(s.session.did.as_str())
                     {
                         revocation.removed_at(event.seq);
                         break;

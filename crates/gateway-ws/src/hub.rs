@@ -283,7 +283,7 @@ async fn fetch(reads: Arc<dyn EventReads>, feed: Arc<CoopFeed>, settings: HubSet
                     {
                         let mut cache = feed.cache.write().expect("cache poisoned");
                         for event in &events {
-                            cache.push(event.seq, render_event(event), removed_member(event), settings);
+                            cache.push(event.seq, render_event(event), removed_member(event).as_deref(), settings);
                         }
                     }
                     head = last;

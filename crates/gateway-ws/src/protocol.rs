@@ -9,6 +9,7 @@
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
+use gateway_core::JsonText;
 use gateway_domain::ports::EventRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -137,7 +138,7 @@ struct EventPayloadRef<'a> {
     event_type: &'a str,
     coop_id: &'a str,
     timestamp: u64,
-    data: &'a Value,
+    data: &'a JsonText,
 }
 
 /// Renders the `Event` frame of an outbox record as JSON text.
@@ -225,7 +226,7 @@ mod tests {
             seq: 7,
             event_type: "PaymentCreated".into(),
             timestamp: 1_700_000_000,
-            data: json!({"amount": "1.5"}),
+            data: json!({"amount": "1.5"}).into(),
         };
         let text = render_event(&record);
         let value: Value = serde_json::from_str(text.as_str()).unwrap();

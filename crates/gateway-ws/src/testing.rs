@@ -74,7 +74,7 @@ impl FakeStore {
                 seq,
                 event_type: "PaymentCreated".into(),
                 timestamp: now,
-                data: json!({ "n": seq }),
+                data: json!({ "n": seq }).into(),
             };
             inner.events.entry(coop.clone()).or_default().push(record);
         }
@@ -94,7 +94,7 @@ impl FakeStore {
                 seq,
                 event_type: "MemberRemoved".into(),
                 timestamp: inner.now,
-                data: json!({ "did": did.as_str() }),
+                data: json!({ "did": did.as_str() }).into(),
             };
             inner.events.entry(coop.clone()).or_default().push(record);
             inner.counters.insert(coop.clone(), seq);

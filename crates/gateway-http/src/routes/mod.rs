@@ -27,8 +27,9 @@ mod tests {
 
     const ALICE: &str = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
 
-    fn as_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
-        serde_json::to_value(value).unwrap()
+    /// The answer's exact text: the event must match it byte for byte, digits included.
+    fn as_text<T: serde::Serialize>(value: &T) -> gateway_core::JsonText {
+        gateway_core::JsonText::of(value).unwrap()
     }
 
     #[test]
@@ -40,7 +41,7 @@ mod tests {
             kind: TransactionKind::Payment,
             from: ALICE.into(),
             to: "did:key:bob".into(),
-            amount: amount("0.000001"),
+            amount: amount("999999999999.999999"),
             currency: Currency::parse("hours").unwrap(),
             memo: Some("rent".into()),
             timestamp: 9,
@@ -58,7 +59,7 @@ mod tests {
             ..plain.clone()
         };
         for record in [&plain, &converted] {
-            assert_eq!(CoopEvent::PaymentCreated(record).data().unwrap(), as_value(&TransactionDto::from(record)));
+            assert_eq!(CoopEvent::PaymentCreated(record).data().unwrap(), as_text(&TransactionDto::from(record)));
         }
     }
 
@@ -67,10 +68,10 @@ mod tests {
         for credit_limit in [None, Some(Amount::parse_decimal("-25.5").unwrap())] {
             let member =
                 MemberRecord { did: Did::parse(ALICE).unwrap(), role: Role::Member, joined_at: 3, credit_limit };
-            assert_eq!(CoopEvent::MemberAdded(&member).data().unwrap(), as_value(&MemberDto::from(&member)));
-            assert_eq!(CoopEvent::RoleUpdated(&member).data().unwrap(), as_value(&MemberDto::from(&member)));
+            assert_eq!(CoopEvent::MemberAdded(&member).data().unwrap(), as_text(&MemberDto::from(&member)));
+            assert_eq!(CoopEvent::RoleUpdated(&member).data().unwrap(), as_text(&MemberDto::from(&member)));
         }
         let settings = CoopSettings { conversion_fee_ppm: 2_500, quorum_percent: 66, ..CoopSettings::default() };
-        assert_eq!(CoopEvent::SettingsUpdated(&settings).data().unwrap(), as_value(&SettingsDto::from(&settings)));
+        assert_eq!(CoopEvent::SettingsUpdated(&settings).data().unwrap(), as_text(&SettingsDto::from(&settings)));
     }
 }

@@ -2,9 +2,9 @@
 //! token's coop (an identity-only token is refused by the `authenticate` middleware).
 
 use axum::extract::State;
+use gateway_core::JsonText;
 use gateway_domain::ports::NotificationRecord;
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::caller::Authorized;
@@ -39,7 +39,7 @@ pub struct NotificationDto {
     pub body: String,
     /// Structured data (any JSON).
     #[schema(value_type = Object)]
-    pub data: Value,
+    pub data: JsonText,
     /// Cooperative it concerns.
     pub coop_id: String,
     /// Unix seconds.

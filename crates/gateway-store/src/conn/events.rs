@@ -1,11 +1,10 @@
 //! The coop event log: [`EventTx`] (numbered appends, pruning) and the `events` row.
 
 use async_trait::async_trait;
-use gateway_core::{CoopId, Error};
+use gateway_core::{CoopId, Error, JsonText};
 use gateway_domain::ports::{CoopSignal, EventRecord, EventTx};
-use serde_json::Value;
 
-use super::{Conn, parse_json, to_i64, to_u64};
+use super::{Conn, to_i64, to_u64};
 
 /// An `events` row of one coop (`seq, event_type, timestamp, data`).
 #[derive(Debug, sqlx::FromRow)]
@@ -25,7 +24,8 @@ pub(crate) fn event_from_row(coop: &CoopId, row: EventRow) -> Result<EventRecord
         seq: to_u64(row.seq),
         event_type: row.event_type,
         timestamp: to_u64(row.timestamp),
-        data: parse_json(&row.data)?,
+        data: JsonText::parse(row.data)
+            .map_err(|e| Error::Internal(format!("stored data of event {} is not JSON: {e}", row.seq)))?,
     })
 }
 
@@ -36,7 +36,7 @@ impl EventTx for Conn<'_> {
         coop: &CoopId,
         event_type: &str,
         timestamp: u64,
-        data: &Value,
+        data: &JsonText,
     ) -> Result<u64, Error> {
         // The counter row is the coop's sequence lock: concurrent writers of one coop serialise
         // here, so numbers are assigned without gaps in commit order.
@@ -47,10 +47,10 @@ impl EventTx for Conn<'_> {
                 args![coop.as_str()],
             )
             .await?;
-        let data = data.to_string();
+        let data = data.as_str();
         self.execute(
             "INSERT INTO events (coop_id, seq, event_type, timestamp, data) VALUES ($1, $2, $3, $4, $5)",
-            args![coop.as_str(), seq, event_type, to_i64(timestamp)?, &data],
+            args![coop.as_str(), seq, event_type, to_i64(timestamp)?, data],
         )
         .await
         .map(|_| ())?;

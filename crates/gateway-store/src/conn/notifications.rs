@@ -2,10 +2,10 @@
 //! the `notifications` row.
 
 use async_trait::async_trait;
-use gateway_core::{CoopId, Did, Error};
+use gateway_core::{CoopId, Did, Error, JsonText};
 use gateway_domain::ports::{NotificationFanout, NotificationRecord, NotificationTx};
 
-use super::{Conn, parse_coop, parse_did, parse_json, to_i64, to_u64};
+use super::{Conn, parse_coop, parse_did, to_i64, to_u64};
 
 /// Columns of `notifications`, in the order of [`NotificationRow`].
 pub(crate) const NOTIFICATION_COLUMNS: &str = "id, recipient, coop_id, kind, title, body, data, created_at, read_at";
@@ -34,7 +34,8 @@ pub(crate) fn notification_from_row(row: NotificationRow) -> Result<Notification
         kind: row.kind,
         title: row.title,
         body: row.body,
-        data: parse_json(&row.data)?,
+        data: JsonText::parse(row.data)
+            .map_err(|e| Error::Internal(format!("stored data of a notification is not JSON: {e}")))?,
         created_at: to_u64(row.created_at),
         read_at: row.read_at.map(to_u64),
     })

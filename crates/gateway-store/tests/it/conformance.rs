@@ -83,7 +83,7 @@ async fn payments_events_and_notifications(backend: Backend) {
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=5).collect::<Vec<_>>(), "gapless from 1");
     assert_eq!(events[3].event_type, "PaymentCreated");
-    assert_eq!(events[3].data["amount"], serde_json::json!(10));
+    assert_eq!(events[3].data.to_value()["amount"], serde_json::json!(10));
     assert_eq!(f.store.events_after(&coop, 4, 100).await.unwrap().len(), 1);
     let inbox = f.notifications.list(&did(2), &coop, false, PageRequest::default()).await.unwrap();
     assert_eq!(inbox.items[0].kind, "payment_received");
@@ -256,7 +256,7 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
         let kinds: Vec<&str> = inbox.items.iter().map(|i| i.kind.as_str()).collect();
         assert!(kinds.contains(&"proposal_closed") && kinds.contains(&"proposal_opened"), "member {n}: {kinds:?}");
         let closed_note = inbox.items.iter().find(|i| i.kind == "proposal_closed").unwrap();
-        assert_eq!(closed_note.data["outcome"], "Approved");
+        assert_eq!(closed_note.data.to_value()["outcome"], "Approved");
         assert_eq!(closed_note.recipient, did(n));
     }
 }
@@ -412,7 +412,7 @@ fn fanout(coop: &CoopId, recipients: &[u32], title: &str) -> NotificationFanout 
         kind: "proposal_opened".into(),
         title: title.into(),
         body: "b".into(),
-        data: serde_json::json!({ "title": title }),
+        data: serde_json::json!({ "title": title }).into(),
         created_at: 1_800_000_000,
     }
 }
@@ -443,7 +443,7 @@ async fn fanouts_expand_once_per_recipient(backend: Backend) {
         let inbox = f.notifications.list(&did(n), &coop, false, PageRequest::default()).await.unwrap();
         for note in &inbox.items {
             assert_eq!(note.recipient, did(n));
-            assert_eq!(note.data["title"], note.title.as_str());
+            assert_eq!(note.data.to_value()["title"], note.title.as_str());
             assert!(note.read_at.is_none());
             assert!(note.id.len() == 32 && note.id.bytes().all(|b| b.is_ascii_hexdigit()), "{}", note.id);
             // Led by the creation time in milliseconds, like every other id.
@@ -729,7 +729,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
         kind: "k".into(),
         title: "title".into(),
         body: "body".into(),
-        data: serde_json::json!({ "a": [1, "two"] }),
+        data: serde_json::json!({ "a": [1, "two"] }).into(),
         created_at: at,
         read_at: None,
     };
@@ -837,7 +837,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
             tx.activate_signing_key(&key).await?;
             tx.insert_task(&task).await?;
             tx.upsert_edge(&edge).await?;
-            let seq = tx.append_event(&c, "Checked", at, &serde_json::json!({ "k": "v" })).await?;
+            let seq = tx.append_event(&c, "Checked", at, &serde_json::json!({ "k": "v" }).into()).await?;
 
             let coop = tx.coop(&c).await?.expect("coop");
             assert_eq!(coop, tx.lock_coop(&c).await?.expect("coop"));
@@ -897,7 +897,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     assert_eq!(events.len(), 1);
     assert_eq!((events[0].coop_id.clone(), events[0].seq), (coop.clone(), seq));
     assert_eq!((events[0].event_type.as_str(), events[0].timestamp), ("Checked", at));
-    assert_eq!(events[0].data, serde_json::json!({ "k": "v" }));
+    assert_eq!(events[0].data.to_value(), serde_json::json!({ "k": "v" }));
 }
 
 macro_rules! conformance {
