@@ -13,8 +13,8 @@ use crate::events::{CoopEvent, emit};
 use crate::governance::COOP_DOMAIN;
 use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
-    CoopReads, CoopRecord, CoopSettings, CoopTx, DomainRecord, LedgerReads, MemberRecord, MembershipObserver,
-    Transactor, Tx, transaction,
+    CoopReads, CoopRecord, CoopSettings, CoopTx, DomainRecord, EventTx, GovTx, LedgerReads, MemberRecord,
+    MembershipObserver, NotificationTx, Transactor, transaction,
 };
 
 /// A request to create a coop.
@@ -198,7 +198,12 @@ pub fn coop_domain(coop: &CoopId, now: u64) -> DomainRecord {
 }
 
 /// Adds a member in the transaction (409 if already one), emits `MemberAdded` and tells them.
-pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord, now: u64) -> Result<(), Error> {
+pub async fn add_member_in<T: CoopTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
+    coop: &CoopId,
+    member: &MemberRecord,
+    now: u64,
+) -> Result<(), Error> {
     let record = lock_coop(tx, coop).await?;
     if tx.member(coop, &member.did).await?.is_some() {
         return Err(Error::conflict(format!("{} is already a member of '{coop}'", member.did)));
@@ -216,7 +221,12 @@ pub async fn add_member_in(tx: &mut dyn Tx, coop: &CoopId, member: &MemberRecord
 /// Removes a member in the transaction, everywhere at once (the coop, its domains, the
 /// delegations given or received in it), and emits `MemberRemoved`. 404 for a non-member, 409
 /// for the last admin; every check comes before the first write.
-pub async fn remove_member_in(tx: &mut dyn Tx, coop: &CoopId, did: &Did, now: u64) -> Result<(), Error> {
+pub async fn remove_member_in<T: CoopTx + GovTx + EventTx + ?Sized>(
+    tx: &mut T,
+    coop: &CoopId,
+    did: &Did,
+    now: u64,
+) -> Result<(), Error> {
     // Held until the transaction ends: a concurrent removal or demotion of another admin waits
     // here, then counts the admins this one left.
     lock_coop(tx, coop).await?;
@@ -236,8 +246,8 @@ pub async fn remove_member_in(tx: &mut dyn Tx, coop: &CoopId, did: &Did, now: u6
 }
 
 /// Applies a validated settings change in the transaction and emits `SettingsUpdated`.
-pub async fn update_settings_in(
-    tx: &mut dyn Tx,
+pub async fn update_settings_in<T: CoopTx + EventTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopId,
     patch: &SettingsPatch,
     now: u64,

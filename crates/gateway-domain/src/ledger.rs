@@ -17,8 +17,8 @@ use crate::coops::require_coop;
 use crate::events::{CoopEvent, emit, new_id};
 use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
-    ConversionLeg, CoopRecord, EventTx, HistoryQuery, IdempotencyRecord, LedgerReads, LedgerTx, NotificationTx,
-    QuoteRecord, RateRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
+    ConversionLeg, CoopRecord, CoopTx, EventTx, HistoryQuery, IdempotencyRecord, LedgerReads, LedgerTx, NotificationTx,
+    QuoteRecord, RateRecord, TransactionKind, TransactionRecord, Transactor, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -441,9 +441,9 @@ enum Transfer {
 }
 
 impl Transfer {
-    async fn run(
+    async fn run<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
         &self,
-        tx: &mut dyn Tx,
+        tx: &mut T,
         coop: &CoopRecord,
         trust: &TrustGraph,
         now: u64,
@@ -519,8 +519,8 @@ async fn remember<T: Serialize, X: LedgerTx + ?Sized>(
 /// The payer's floor: the member's override, else the coop's limit.
 /// The payer's floor (its override, else the coop's limit) and the payee's DID, checking both
 /// are members, with one query.
-async fn payer_floor_and_payee(
-    tx: &mut dyn Tx,
+async fn payer_floor_and_payee<T: CoopTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopRecord,
     payer: &str,
     payee: &str,
@@ -566,8 +566,8 @@ fn check_request(request: &PaymentRequest, trust: &TrustGraph, coop: &CoopRecord
 /// Only the accounts of items that will reach their transfer are locked (members, passing the
 /// checks that need no store read): taking a lock creates the balance row, and an item refused
 /// earlier must leave no trace.
-async fn lock_batch_accounts(
-    tx: &mut dyn Tx,
+async fn lock_batch_accounts<T: CoopTx + LedgerTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopRecord,
     trust: &TrustGraph,
     items: &[PaymentRequest],
@@ -655,8 +655,8 @@ pub async fn record_transaction<T: LedgerTx + EventTx + NotificationTx + ?Sized>
     Ok(())
 }
 
-async fn pay_in(
-    tx: &mut dyn Tx,
+async fn pay_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopRecord,
     request: &PaymentRequest,
     trust: &TrustGraph,
@@ -746,8 +746,8 @@ pub fn price(
     })
 }
 
-async fn convert_in(
-    tx: &mut dyn Tx,
+async fn convert_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
     coop: &CoopRecord,
     request: &ConversionRequest,
     trust: &TrustGraph,

@@ -34,7 +34,7 @@ use zeroize::Zeroizing;
 
 use super::service::ReceiptKeys;
 use super::{DecisionSigner, Ed25519DecisionSigner};
-use crate::ports::{SigningKeyRecord, Tx};
+use crate::ports::{GovTx, SigningKeyRecord};
 
 /// The fixed label that starts the HKDF `info` of every receipt key.
 pub const RECEIPT_KEY_LABEL: &[u8] = b"icn-gateway/receipt-key/v1";
@@ -134,8 +134,8 @@ fn record_of(coop: &CoopId, signer: &ReceiptSigner, at: u64) -> SigningKeyRecord
 /// use. `Ok(Err(reason))` when there is no key: the keys are locked or missing, or the store
 /// already lists a key of a newer master ([`KEYSTORE_OUTDATED`]: this process must never take
 /// the coop back to an older master).
-pub(crate) async fn coop_signer(
-    tx: &mut dyn Tx,
+pub(crate) async fn coop_signer<T: GovTx + ?Sized>(
+    tx: &mut T,
     keys: &dyn ReceiptKeys,
     coop: &CoopId,
     now: u64,

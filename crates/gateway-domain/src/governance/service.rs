@@ -21,8 +21,8 @@ use crate::events::{CoopEvent, VoteCast, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
 use crate::notifications::{Note, NoteData, notify_all, spawn_expansion};
 use crate::ports::{
-    CoopTx, DelegationRecord, DomainRecord, GovReads, GovTx, MemberRecord, MembershipObserver, ProposalQuery,
-    ProposalRecord, SigningKeyRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
+    CoopTx, DelegationRecord, DomainRecord, EventTx, GovReads, GovTx, MemberRecord, MembershipObserver, NotificationTx,
+    ProposalQuery, ProposalRecord, SigningKeyRecord, TransactionKind, TransactionRecord, Transactor, Tx, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -117,7 +117,11 @@ fn member_strings(members: &[Did]) -> Vec<String> {
 }
 
 /// A domain with its members: the coop domain's are the coop's current members.
-async fn require_domain(tx: &mut dyn Tx, coop: &CoopId, domain_id: &str) -> Result<DomainRecord, Error> {
+async fn require_domain<T: GovTx + CoopTx + ?Sized>(
+    tx: &mut T,
+    coop: &CoopId,
+    domain_id: &str,
+) -> Result<DomainRecord, Error> {
     let mut domain = tx.domain(coop, domain_id).await?.ok_or_else(|| Error::not_found("domain", domain_id))?;
     domain.members = if domain.domain_id == COOP_DOMAIN {
         tx.member_dids(coop).await?
@@ -709,14 +713,24 @@ impl Governance {
 /// Moves `coop`, and only it, to its next key generation in the transaction: its current key is
 /// retired (and stays listed), and its next key is recorded at once when the master is unlocked
 /// (else at its first use). Neither the master secret nor any other coop's key changes.
-async fn rotate_in(tx: &mut dyn Tx, keys: &dyn ReceiptKeys, coop: &CoopId, now: u64) -> Result<(), Error> {
+async fn rotate_in<T: GovTx + ?Sized>(
+    tx: &mut T,
+    keys: &dyn ReceiptKeys,
+    coop: &CoopId,
+    now: u64,
+) -> Result<(), Error> {
     let generation = tx.bump_receipt_key_generation(coop, now).await?;
     let activated = super::keys::coop_signer(tx, keys, coop, now).await?;
     tracing::info!(coop = %coop, generation, signing = activated.is_ok(), "receipt key rotated");
     Ok(())
 }
 
-async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &DomainRecord, now: u64) -> Result<(), Error> {
+async fn open_in<T: GovTx + CoopTx + EventTx + NotificationTx + ?Sized>(
+    tx: &mut T,
+    proposal: &mut ProposalRecord,
+    domain: &DomainRecord,
+    now: u64,
+) -> Result<(), Error> {
     proposal.status = ProposalStatus::Open;
     proposal.opened_at = Some(now);
     proposal.closes_at = Some(now + proposal.voting_duration_secs);
@@ -735,8 +749,8 @@ async fn open_in(tx: &mut dyn Tx, proposal: &mut ProposalRecord, domain: &Domain
     Ok(())
 }
 
-async fn current_tally(
-    tx: &mut dyn Tx,
+async fn current_tally<T: GovTx + ?Sized>(
+    tx: &mut T,
     proposal: &ProposalRecord,
     domain: &DomainRecord,
     now: u64,
