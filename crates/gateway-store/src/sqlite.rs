@@ -38,6 +38,11 @@ const STATEMENT_CACHE: usize = 128;
 /// (the writer checkpointing everything itself, every 1,000 pages).
 const WRITER_CHECKPOINT_PAGES: u32 = 10_000;
 
+/// The size the WAL file is cut back to whenever it starts over after a checkpoint
+/// (`journal_size_limit`). Without it, a WAL that once grew large (a burst of writes while a long
+/// read held old pages) keeps its size on disk for good.
+const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
+
 /// How often the checkpointer copies the WAL's committed pages into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
@@ -184,6 +189,7 @@ impl SqliteDb {
             Location::File(path) => {
                 let db = Self::connect(path)?;
                 db.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES).map_err(sqlite_error)?;
+                db.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES).map_err(sqlite_error)?;
                 Ok(WriterConn::Owned(db))
             }
             Location::Memory(shared) => Ok(WriterConn::Shared(shared.clone())),
@@ -224,6 +230,7 @@ impl SqliteDb {
     pub(crate) fn start_checkpointer(&self) -> Result<Option<std::sync::mpsc::Sender<()>>, Error> {
         let Location::File(path) = &self.location else { return Ok(None) };
         let db = Self::connect(path)?;
+        db.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES).map_err(sqlite_error)?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("store-checkpointer".into())
@@ -245,4 +252,40 @@ fn set_up(db: &Connection) -> Result<(), Error> {
     db.pragma_update(None, "foreign_keys", true).map_err(sqlite_error)?;
     db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WAL that grew past the limit while a reader held its pages is cut back once it starts
+    /// over: the file on disk does not keep the size of the largest burst it ever saw.
+    #[test]
+    fn the_wal_is_cut_back_after_a_burst() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let db = SqliteDb::file(path.clone());
+        let WriterConn::Owned(writer) = db.writer().unwrap() else { panic!("a file has its own writer") };
+        writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
+        // A reader holding a snapshot keeps every page of the burst in the WAL.
+        let reader = SqliteDb::connect(&path).unwrap();
+        reader.execute_batch("BEGIN; SELECT COUNT(*) FROM blobs;").unwrap();
+        let megabyte = vec![7u8; 1024 * 1024];
+        let burst = (WAL_SIZE_LIMIT_BYTES / (1024 * 1024)) as usize + 16;
+        for _ in 0..burst {
+            writer.execute("INSERT INTO blobs (b) VALUES (?1)", [&megabyte]).unwrap();
+        }
+        let wal = path.with_extension("db-wal");
+        let grown = std::fs::metadata(&wal).unwrap().len();
+        assert!(grown > WAL_SIZE_LIMIT_BYTES as u64, "the burst grew the WAL to {grown} bytes");
+        reader.execute_batch("COMMIT").unwrap();
+        // The checkpointer's passive checkpoint copies the pages; the next write starts the
+        // WAL over and cuts the file back.
+        let checkpointer = SqliteDb::connect(&path).unwrap();
+        checkpointer.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES).unwrap();
+        checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).unwrap();
+        writer.execute("DELETE FROM blobs", []).unwrap();
+        let after = std::fs::metadata(&wal).unwrap().len();
+        assert!(after <= WAL_SIZE_LIMIT_BYTES as u64, "the WAL kept {after} bytes after starting over");
+    }
 }
