@@ -232,9 +232,22 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
         sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40P01" | "40001")) => {
             Error::ServiceUnavailable(format!("the store aborted a conflicting transaction; retry: {}", db.message()))
         }
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-            Error::ServiceUnavailable(format!("store unreachable: {err}"))
+        // The server going away mid-statement, refusing connections, shutting down, or out of
+        // resources (disk full, too many connections): SQLSTATE classes 08, 53 and 57P.
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .as_deref()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")) =>
+        {
+            Error::ServiceUnavailable(format!("store unavailable: {}", db.message()))
         }
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => Error::ServiceUnavailable(format!("store unreachable: {err}")),
         other => Error::Internal(format!("store error: {other}")),
     }
 }
@@ -312,7 +325,8 @@ impl Store {
                 // what failed without the password.
                 let pool = PgPoolOptions::new()
                     .max_connections(32)
-                    .acquire_timeout(Duration::from_secs(5))
+                    // Contract 10: with the database gone, a request is answered 503 within 1 s.
+                    .acquire_timeout(Duration::from_secs(1))
                     .connect(url)
                     .await
                     .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))?;
@@ -393,6 +407,22 @@ impl MembershipLookup for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn losing_the_database_is_unavailable_never_internal() {
+        let lost = [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::WorkerCrashed,
+            sqlx::Error::Protocol("unexpected end of stream".into()),
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ];
+        for err in lost {
+            let text = err.to_string();
+            assert!(matches!(db_error(err), Error::ServiceUnavailable(_)), "{text}");
+        }
+        assert!(matches!(db_error(sqlx::Error::RowNotFound), Error::Internal(_)));
+    }
 
     #[test]
     fn parses_specs() {
