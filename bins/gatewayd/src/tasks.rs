@@ -1,5 +1,5 @@
 //! Background work of a running gateway: the built-in compute executor and claim timeouts,
-//! limiter eviction, the proposal sweeper, notification fan-outs left unexpanded, ledger gauges and the integrity audit
+//! limiter eviction, pruning of expired idempotent answers and quotes, the proposal sweeper, notification fan-outs left unexpanded, ledger gauges and the integrity audit
 //! behind `icn_ledger_entries_quarantined`, and (when replicas
 //! share PostgreSQL) refreshing the trust graph written by other replicas.
 
@@ -42,6 +42,18 @@ pub(crate) fn spawn_background(
             tick.tick().await;
             let evicted = limits.evict_idle();
             tracing::debug!(evicted, "evicted idle rate-limit keys");
+        }
+    });
+
+    let ledger = state.ledger.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            match ledger.prune_expired().await {
+                Ok(pruned) => tracing::debug!(pruned, "pruned expired idempotent answers and quotes"),
+                Err(err) => tracing::warn!("pruning expired idempotent answers and quotes failed: {err}"),
+            }
         }
     });
 

@@ -253,6 +253,10 @@ impl Ledger {
         }
         let (coop, trust, now) = (coop.clone(), self.trust.clone(), self.clock.now_unix_secs());
         let keyed = key.clone();
+        // An atomic refusal, handed out of its rolled-back unit of work so that, under a key, it
+        // is stored in a second one (and only it: a 409 of the key's own claim stores nothing).
+        let refused: Arc<std::sync::Mutex<Option<Error>>> = Arc::default();
+        let refused_in = refused.clone();
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 if let Some(key) = &key
@@ -270,7 +274,10 @@ impl Ledger {
                         Err(err) if atomic => {
                             // The items before the failing one were written: the whole unit
                             // of work rolls back, and a key's refusal is stored below.
-                            return Err(Error::conflict(format!("atomic batch refused: payments[{index}]: {err}")));
+                            let refusal = Error::conflict(format!("atomic batch refused: payments[{index}]: {err}"));
+                            *refused_in.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                Some(refusal.clone());
+                            return Err(refusal);
                         }
                         Err(err) => results.push(BatchItemResult { record: None, error: Some(err) }),
                     }
@@ -283,8 +290,9 @@ impl Ledger {
             })
         })
         .await;
-        match (outcome, keyed) {
-            (Err(err), Some(key)) if atomic && is_decision(&err) => {
+        let refusal = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        match (outcome, refusal, keyed) {
+            (Err(_), Some(err), Some(key)) => {
                 // An atomic refusal under a key, stored in a unit of work of its own.
                 transaction(self.transactor.as_ref(), move |tx| {
                     Box::pin(async move {
@@ -298,8 +306,19 @@ impl Ledger {
                 })
                 .await?
             }
-            (outcome, _) => outcome,
+            (outcome, _, _) => outcome,
         }
+    }
+
+    /// Deletes the answers stored under keys older than 24 h and the quotes that have expired
+    /// (run in the background); returns how many rows went.
+    pub async fn prune_expired(&self) -> Result<u64, Error> {
+        let now = self.clock.now_unix_secs();
+        let answers_before = now.saturating_sub(IDEMPOTENCY_WINDOW_SECS);
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move { tx.prune_expired(answers_before, now).await })
+        })
+        .await
     }
 
     /// The stored answer of an `Idempotency-Key` (a replay), `None` when the key has no live

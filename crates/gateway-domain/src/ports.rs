@@ -395,6 +395,9 @@ pub trait LedgerTx: Send {
     async fn put_quote(&mut self, quote: &QuoteRecord) -> Result<(), Error>;
     /// Reads a conversion quote of the coop.
     async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error>;
+    /// Deletes the stored answers of keys created before `answers_before` and the quotes valid
+    /// only until before `quotes_before` (Unix seconds); returns how many rows went.
+    async fn prune_expired(&mut self, answers_before: u64, quotes_before: u64) -> Result<u64, Error>;
 }
 
 /// The event outbox.

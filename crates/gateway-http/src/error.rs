@@ -7,7 +7,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gateway_core::{AuthorizationDetail, Error, ErrorCode};
+use gateway_core::{Amount, AuthorizationDetail, Error, ErrorCode, JsonText};
 use serde_json::{Map, Value, json};
 
 /// A failure as the HTTP layer reports it.
@@ -41,14 +41,34 @@ impl ApiError {
         }
     }
 
-    fn details(&self) -> Value {
+    fn details(&self) -> JsonText {
+        /// The amounts of a ledger refusal, serialised straight to text so that every digit
+        /// reaches the client (a `Value` would hold them as `f64`s).
+        #[derive(serde::Serialize)]
+        struct Credit<'a> {
+            balance: Amount,
+            credit_limit: Amount,
+            currency: &'a str,
+        }
+        #[derive(serde::Serialize)]
+        struct Slippage {
+            net_target_amount: Amount,
+            bound: Amount,
+        }
+        let exact = |value: Result<JsonText, serde_json::Error>| value.unwrap_or_else(|_| json!({}).into());
         let Self::Core(err) = self else {
             return match self {
-                ApiError::PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),
-                _ => json!({}),
+                ApiError::PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }).into(),
+                _ => json!({}).into(),
             };
         };
-        match err {
+        if let Error::InsufficientCredit { balance, credit_limit, currency } = err {
+            return exact(JsonText::of(&Credit { balance: *balance, credit_limit: *credit_limit, currency }));
+        }
+        if let Error::SlippageExceeded { net_target_amount, bound } = err {
+            return exact(JsonText::of(&Slippage { net_target_amount: *net_target_amount, bound: *bound }));
+        }
+        let details: Value = match err {
             Error::BadRequest { fields, .. } if !fields.is_empty() => json!({ "fields": fields }),
             Error::UnsupportedDidMethod { method } => json!({ "method": method }),
             Error::AuthorizationFailed { detail, .. } => match detail {
@@ -64,12 +84,6 @@ impl ApiError {
             }
             Error::NotFound { resource, id } => json!({ "resource": resource, "id": id }),
             Error::Conflict { reason } => json!({ "reason": reason }),
-            Error::InsufficientCredit { balance, credit_limit, currency } => {
-                json!({ "balance": balance, "credit_limit": credit_limit, "currency": currency })
-            }
-            Error::SlippageExceeded { net_target_amount, bound } => {
-                json!({ "net_target_amount": net_target_amount, "bound": bound })
-            }
             Error::RateLimited { layer, limit, retry_after_secs, count, .. } => {
                 let mut map = Map::new();
                 map.insert("layer".into(), layer.as_str().into());
@@ -82,7 +96,8 @@ impl ApiError {
             }
             Error::ReceiptUnavailable { reason } => json!({ "reason": reason }),
             _ => json!({}),
-        }
+        };
+        details.into()
     }
 
     pub(crate) fn message(&self) -> String {
@@ -94,11 +109,22 @@ impl ApiError {
     }
 }
 
+/// The contract's error body as sent: `{error, code, details}`.
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorBodyOut {
+    /// Human message.
+    pub error: String,
+    /// The contract code.
+    pub code: &'static str,
+    /// Code-specific details, as exact JSON text.
+    pub details: JsonText,
+}
+
 impl ApiError {
-    /// The status and the contract body, e.g. to store as an idempotent response.
-    pub fn status_and_body(&self) -> (u16, Value) {
+    /// The status and the contract body.
+    pub fn status_and_body(&self) -> (u16, ErrorBodyOut) {
         let code = self.code();
-        (code.status(), json!({ "error": self.message(), "code": code.as_str(), "details": self.details() }))
+        (code.status(), ErrorBodyOut { error: self.message(), code: code.as_str(), details: self.details() })
     }
 }
 
@@ -130,3 +156,26 @@ impl IntoResponse for ApiError {
 
 /// Result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_refusals_carry_every_digit_of_their_amounts() {
+        let amount = |t: &str| Amount::parse_decimal(t).unwrap();
+        let credit = Error::InsufficientCredit {
+            balance: amount("-999999999999.999999"),
+            credit_limit: amount("-1000000000000"),
+            currency: "hours".into(),
+        };
+        let (status, body) = ApiError::from(credit).status_and_body();
+        assert_eq!(status, 409);
+        let text = serde_json::to_string(&body).unwrap();
+        assert!(text.contains(r#""details":{"balance":-999999999999.999999,"credit_limit":-1000000000000,"#), "{text}");
+        assert!(text.contains(r#""code":"INSUFFICIENT_CREDIT""#), "{text}");
+        let slippage = Error::SlippageExceeded { net_target_amount: amount("123456789012.345678"), bound: amount("1") };
+        let text = serde_json::to_string(&ApiError::from(slippage).status_and_body().1).unwrap();
+        assert!(text.contains(r#"{"net_target_amount":123456789012.345678,"bound":1}"#), "{text}");
+    }
+}

@@ -397,4 +397,11 @@ impl LedgerTx for Conn<'_> {
         let row: Option<QuoteRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(quote_from_row).transpose()
     }
+
+    async fn prune_expired(&mut self, answers_before: u64, quotes_before: u64) -> Result<u64, Error> {
+        let answers =
+            self.execute("DELETE FROM idempotency WHERE created_at < $1", args![to_i64(answers_before)?]).await?;
+        let quotes = self.execute("DELETE FROM quotes WHERE valid_until < $1", args![to_i64(quotes_before)?]).await?;
+        Ok(answers + quotes)
+    }
 }

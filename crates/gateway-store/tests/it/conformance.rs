@@ -130,6 +130,12 @@ async fn idempotent_payments(backend: Backend) {
     f.clock.advance_secs(24 * 3600 + 1);
     let later = f.ledger.pay(&coop, payment(0, 1, units(4)), key("h2")).await.unwrap();
     assert!(matches!(later, Replay::Fresh(ref t) if t.amount == units(4)), "{later:?}");
+    // The background prune deletes the expired answer, and only it.
+    use gateway_domain::ports::LedgerReads;
+    assert!(f.store.idempotency("c1/refused", 0).await.unwrap().is_some());
+    assert_eq!(f.ledger.prune_expired().await.unwrap(), 1);
+    assert!(f.store.idempotency("c1/refused", 0).await.unwrap().is_none(), "expired answers are deleted");
+    assert!(f.store.idempotency("c1/k", 0).await.unwrap().is_some(), "live answers stay");
 }
 
 async fn trust_edges_survive_reload(backend: Backend) {
