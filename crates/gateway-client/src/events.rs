@@ -21,9 +21,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{SinkExt, Stream, StreamExt};
-use gateway_core::CoopId;
+use gateway_core::{CoopId, JsonText};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
@@ -78,8 +77,9 @@ pub struct CoopEvent {
     pub coop_id: String,
     /// Unix seconds.
     pub timestamp: u64,
-    /// Kind-specific data.
-    pub data: Value,
+    /// Kind-specific data, as the exact text the gateway sent (amounts keep every digit; read
+    /// it with [`JsonText::read`] into a type of yours, or [`JsonText::to_value`] to inspect).
+    pub data: JsonText,
 }
 
 /// What the subscriber reports.
@@ -201,7 +201,29 @@ struct EventBody {
     coop_id: String,
     timestamp: u64,
     #[serde(default)]
-    data: Value,
+    data: JsonText,
+}
+
+/// Reads a frame. An `Event` is read on its own, straight from the text, so that its data keeps
+/// its exact numbers: an internally tagged enum reads through serde's buffer, where a number
+/// becomes an `f64` and raw text cannot be kept.
+fn parse_frame(text: &str) -> Option<ServerFrame> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    #[derive(Deserialize)]
+    struct EventFrame {
+        seq: u64,
+        event: EventBody,
+    }
+    let Kind { kind } = serde_json::from_str(text).ok()?;
+    if kind == "Event" {
+        let EventFrame { seq, event } = serde_json::from_str(text).ok()?;
+        return Some(ServerFrame::Event { seq, event });
+    }
+    serde_json::from_str(text).ok()
 }
 
 /// Frames the client sends.
@@ -447,7 +469,7 @@ impl Worker {
                     return (Ended::Retry { reason, delay: shutdown_delay.flatten() }, authenticated);
                 }
             };
-            let Ok(frame) = serde_json::from_str::<ServerFrame>(text.as_str()) else {
+            let Some(frame) = parse_frame(text.as_str()) else {
                 tracing::debug!(frame = text.as_str(), "ignoring an unknown frame");
                 continue;
             };
@@ -519,5 +541,37 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_keeps_every_digit_of_its_data() {
+        let text = r#"{"type":"Event","seq":7,"event":{"type":"PaymentCreated","coop_id":"c1","timestamp":9,"data":{"amount":999999999999.999999,"memo":"a \"quoted\" memo"}}}"#;
+        let Some(ServerFrame::Event { seq, event }) = parse_frame(text) else { panic!("an Event frame") };
+        assert_eq!(
+            (seq, event.event_type.as_str(), event.coop_id.as_str(), event.timestamp),
+            (7, "PaymentCreated", "c1", 9)
+        );
+        assert_eq!(event.data.as_str(), r#"{"amount":999999999999.999999,"memo":"a \"quoted\" memo"}"#);
+        // Without data the event still reads, with `null`.
+        let bare = r#"{"type":"Event","seq":1,"event":{"type":"X","coop_id":"c","timestamp":1}}"#;
+        let Some(ServerFrame::Event { event, .. }) = parse_frame(bare) else { panic!("an Event frame") };
+        assert_eq!(event.data.as_str(), "null");
+    }
+
+    #[test]
+    fn other_frames_read_as_before_and_unknown_ones_are_ignored() {
+        assert!(matches!(
+            parse_frame(r#"{"type":"BackfillComplete","count":3,"current_seq":9}"#),
+            Some(ServerFrame::BackfillComplete { count: 3, current_seq: 9 })
+        ));
+        assert!(matches!(parse_frame(r#"{"type":"Pong"}"#), Some(ServerFrame::Pong)));
+        assert!(parse_frame(r#"{"type":"SomethingNew","x":1}"#).is_none());
+        assert!(parse_frame(r#"{"type":"Event","seq":"not a number"}"#).is_none());
+        assert!(parse_frame("not json").is_none());
     }
 }

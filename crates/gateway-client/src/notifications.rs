@@ -1,9 +1,9 @@
 //! Notification routes: the caller's own notifications, marking one or all read. Nothing here
 //! is per coop: a notification carries its coop in `coop_id`.
 
+use gateway_core::JsonText;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::client::{Call, Client};
 use crate::common::{PageRequest, Pagination};
@@ -21,9 +21,9 @@ pub struct Notification {
     pub title: String,
     /// Longer text.
     pub body: String,
-    /// Kind-specific data.
+    /// Kind-specific data, as the exact text the gateway sent.
     #[serde(default)]
-    pub data: Value,
+    pub data: JsonText,
     /// The coop it is about.
     #[serde(default)]
     pub coop_id: Option<String>,

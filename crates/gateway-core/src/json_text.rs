@@ -45,6 +45,13 @@ impl JsonText {
     }
 }
 
+impl Default for JsonText {
+    /// `null`.
+    fn default() -> Self {
+        Self(RawValue::from_string("null".to_owned()).expect("null is JSON"))
+    }
+}
+
 impl From<serde_json::Value> for JsonText {
     fn from(value: serde_json::Value) -> Self {
         // A `Value`'s text is always one JSON value.

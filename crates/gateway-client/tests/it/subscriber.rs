@@ -171,7 +171,10 @@ async fn a_start_position_is_backfilled_first() {
     conn.send(json!({"type": "BackfillComplete", "count": 1, "current_seq": 2})).await;
     assert!(matches!(next(&mut events).await, StreamItem::Connected { resuming_after: Some(1), .. }));
     let StreamItem::Event(event) = next(&mut events).await else { panic!() };
-    assert_eq!((event.seq, event.event_type.as_str(), event.data["n"].as_u64()), (2, "PaymentCreated", Some(2)));
+    assert_eq!(
+        (event.seq, event.event_type.as_str(), event.data.to_value()["n"].as_u64()),
+        (2, "PaymentCreated", Some(2))
+    );
 }
 
 #[tokio::test]
