@@ -113,7 +113,8 @@ pub async fn serve(
     // Every task this gateway starts lives in `background` and stops when `serve` returns, so a
     // process may serve, stop and serve again (the tests restart gateways in-process).
     let mut background = tokio::task::JoinSet::new();
-    tasks::spawn_background(&mut background, &state, store.postgres_pool().is_some(), config.builtin_executor);
+    let trust_changes = store.postgres_pool().is_some().then(|| store.trust_changes());
+    tasks::spawn_background(&mut background, &state, trust_changes, config.builtin_executor);
     let ws = gateway_ws::WsState::new(
         gateway_ws::WsDeps {
             events: store.clone(),

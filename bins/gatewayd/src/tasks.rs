@@ -18,7 +18,7 @@ const MAX_CURRENCY_LABELS: usize = 100;
 pub(crate) fn spawn_background(
     tasks: &mut tokio::task::JoinSet<()>,
     state: &AppState,
-    shared_store: bool,
+    trust_changes: Option<std::sync::Arc<tokio::sync::Notify>>,
     builtin_executor: bool,
 ) {
     if builtin_executor {
@@ -105,12 +105,18 @@ pub(crate) fn spawn_background(
         }
     });
 
-    if shared_store {
+    if let Some(changes) = trust_changes {
+        // Replicas sharing PostgreSQL: a trust change committed through any replica arrives as
+        // a NOTIFY and is reloaded at once (contract 10: within 1 s); the 5 s tick is the
+        // safety net for a notification lost while the listener reconnects.
         let trust = state.trust.clone();
         tasks.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(5));
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    () = changes.notified() => {}
+                    _ = tick.tick() => {}
+                }
                 if let Err(err) = trust.refresh().await {
                     tracing::warn!("could not refresh the trust graph: {err}");
                 }

@@ -332,3 +332,44 @@ async fn executors_racing_on_two_replicas_claim_each_task_once() {
     }
     drop((a, b));
 }
+
+/// A trust edge set and then revoked through replica A counts, and then stops counting, on
+/// replica B within a second (contract 10: state a replica caches follows writes made through
+/// another replica within 1 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trust_change_on_one_replica_counts_on_the_other_within_a_second() {
+    let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_trust").await else { return };
+    let anchor = signing_key(1).1;
+    let flags = ["--open-enrollment", "true", "--trust-anchor", anchor.as_str()];
+    let (a, b) = (serve_in_process(&store, &flags).await, serve_in_process(&store, &flags).await);
+    let scopes = ["coop:read", "coop:write", "trust:read", "trust:write"];
+    let (token_a, token_b) = coop_on(&a, &b, "trusted", &[2], &scopes).await;
+    let member = signing_key(2).1;
+    let score_on_b = || async {
+        let (status, body) =
+            json_request(&b.api, "GET", &format!("/v1/trust/{member}/score"), None, Some(&token_b)).await;
+        assert_eq!(status, 200, "{body}");
+        body["score"].as_f64().unwrap()
+    };
+    // Wait until both replicas listen (their first reload happens when LISTEN starts).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(score_on_b().await, 0.0, "no edge yet");
+
+    let edge = json!({ "target_did": member, "score": 0.8 });
+    let (status, body) = json_request(&a.api, "POST", "/v1/trust/edges", Some(edge), Some(&token_a)).await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    let set_at = std::time::Instant::now();
+    while score_on_b().await != 0.8 {
+        assert!(set_at.elapsed() < Duration::from_secs(1), "replica B still ignores the edge after 1 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let path = format!("/v1/trust/edges/{member}");
+    let (status, body) = json_request(&a.api, "DELETE", &path, None, Some(&token_a)).await;
+    assert!((200..300).contains(&status), "{status} {body}");
+    let revoked_at = std::time::Instant::now();
+    while score_on_b().await != 0.0 {
+        assert!(revoked_at.elapsed() < Duration::from_secs(1), "replica B still counts a revoked edge after 1 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -13,6 +13,7 @@ pub mod testing;
 mod writer;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,6 +29,8 @@ use tokio::sync::{broadcast, mpsc};
 
 /// The PostgreSQL notification channel of committed events (payload `<coop>\t<seq>`).
 pub(crate) const EVENT_CHANNEL: &str = "icn_events";
+/// The NOTIFY channel of trust-edge changes (PostgreSQL): every replica reloads its graph.
+pub(crate) const TRUST_CHANNEL: &str = "icn_trust";
 
 impl EventFeed for Store {
     fn subscribe(&self) -> broadcast::Receiver<CoopSignal> {
@@ -278,6 +281,8 @@ pub struct Store {
     _checkpointer: Option<std::sync::mpsc::Sender<()>>,
     /// The task relaying other replicas' NOTIFY signals (PostgreSQL), stopped with the store.
     listener: Option<tokio::task::AbortHandle>,
+    /// Woken when a replica (this one included) committed a trust-edge change (PostgreSQL).
+    trust_changes: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Store {
@@ -318,6 +323,7 @@ impl Store {
                     feed,
                     _checkpointer: checkpointer,
                     listener: None,
+                    trust_changes: Arc::default(),
                 })
             }
             StoreSpec::Postgres(url) => {
@@ -334,16 +340,27 @@ impl Store {
                     .run(&pool)
                     .await
                     .map_err(|e| StoreError::Postgres(scrub(&format!("migration failed: {e}"), url)))?;
-                let listener = tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone())).abort_handle();
+                let trust_changes = Arc::<tokio::sync::Notify>::default();
+                let listener =
+                    tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone(), trust_changes.clone()))
+                        .abort_handle();
                 Ok(Self {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
                     _checkpointer: None,
                     listener: Some(listener),
+                    trust_changes,
                 })
             }
         }
+    }
+
+    /// Woken whenever a trust-edge change commits on the shared database, through any replica
+    /// (PostgreSQL; never woken on SQLite, whose one process keeps its graph itself): the graph
+    /// of this replica is stale until it reloads.
+    pub fn trust_changes(&self) -> Arc<tokio::sync::Notify> {
+        self.trust_changes.clone()
     }
 
     /// The PostgreSQL pool, for LISTEN/NOTIFY and tests; `None` for SQLite.

@@ -202,16 +202,26 @@ pub(crate) async fn run_postgres(pool: &PgPool, work: Work, feed: &broadcast::Se
     }
 }
 
-/// Relays other replicas' NOTIFY signals onto the local feed, reconnecting after failures.
-pub(crate) async fn postgres_listener(pool: PgPool, feed: broadcast::Sender<CoopSignal>) {
+/// Relays other replicas' NOTIFY signals onto the local feed (events) and `trust_changes`
+/// (trust edges), reconnecting after failures.
+pub(crate) async fn postgres_listener(
+    pool: PgPool,
+    feed: broadcast::Sender<CoopSignal>,
+    trust_changes: std::sync::Arc<tokio::sync::Notify>,
+) {
     loop {
         match sqlx::postgres::PgListener::connect_with(&pool).await {
             Ok(mut listener) => {
-                if let Err(err) = listener.listen(crate::EVENT_CHANNEL).await {
+                if let Err(err) = listener.listen_all([crate::EVENT_CHANNEL, crate::TRUST_CHANNEL]).await {
                     tracing::warn!("LISTEN failed: {err}");
                 } else {
+                    // Changes made while no one listened are unknown: reload once.
+                    trust_changes.notify_one();
                     loop {
                         match listener.recv().await {
+                            Ok(notification) if notification.channel() == crate::TRUST_CHANNEL => {
+                                trust_changes.notify_one();
+                            }
                             Ok(notification) => {
                                 if let Some(signal) = parse_signal(notification.payload()) {
                                     let _ = feed.send(signal);

@@ -44,6 +44,7 @@ impl TrustTx for Conn<'_> {
         )
         .await
         .map(|_| ())?;
+        self.announce_trust_change().await?;
         Ok(existed)
     }
 
@@ -54,6 +55,20 @@ impl TrustTx for Conn<'_> {
                 args![source.as_str(), target.as_str()],
             )
             .await?;
+        if done > 0 {
+            self.announce_trust_change().await?;
+        }
         Ok(done > 0)
+    }
+}
+
+impl Conn<'_> {
+    /// On PostgreSQL, tells every replica (delivered when, and only if, the transaction commits)
+    /// that the trust graph changed; SQLite has one process, which updates its graph itself.
+    async fn announce_trust_change(&mut self) -> Result<(), Error> {
+        if !self.is_sqlite() {
+            self.execute("SELECT pg_notify($1, '')", args![crate::TRUST_CHANNEL]).await?;
+        }
+        Ok(())
     }
 }
