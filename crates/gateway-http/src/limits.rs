@@ -108,7 +108,7 @@ impl RateLimits {
 
     /// The IP layer.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), ApiError> {
-        self.ip.check(&ip, ip_quota()).map(|_| ()).map_err(|denial| {
+        self.ip.check(&gateway_limits::ip_key(ip), ip_quota()).map(|_| ()).map_err(|denial| {
             rate_limited(
                 RateLimitLayer::Ip,
                 "too many requests from this IP",

@@ -39,6 +39,19 @@ pub type IpLimiter<C> = KeyedLimiter<IpAddr, C>;
 /// are looked up by `&str`, so a check allocates only for a DID it has not seen.
 pub type DidLimiter<C> = KeyedLimiter<Box<str>, C>;
 
+/// The key a client address is counted under: an IPv4 address as itself (also when it arrives
+/// IPv4-mapped, `::ffff:a.b.c.d`), an IPv6 address by its /64 prefix, since one holder of a /64
+/// (the usual end-site assignment) can use any of its 2^64 addresses.
+pub fn ip_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        },
+    }
+}
+
 /// A per-IP limiter whose denials are counted under `layer="ip"`.
 pub fn ip_limiter<C: Clock>(clock: C) -> IpLimiter<C> {
     KeyedLimiter::new(clock).with_metric_layer(LAYER_IP)
@@ -236,6 +249,24 @@ mod tests {
             .map(TrustClass::as_str);
         assert_eq!(names, ["Isolated", "Known", "Partner", "Federated"]);
         assert_eq!(TrustClass::Partner.to_string(), "Partner");
+    }
+
+    #[test]
+    fn ipv6_is_counted_by_its_64_prefix_and_mapped_ipv4_as_ipv4() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert_eq!(ip_key(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")), ip("2001:db8:1:2::"));
+        assert_eq!(ip_key(ip("2001:db8:1:2::1")), ip_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")));
+        assert_ne!(ip_key(ip("2001:db8:1:2::1")), ip_key(ip("2001:db8:1:3::1")));
+        assert_eq!(ip_key(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(ip_key(ip("192.0.2.7")), ip("192.0.2.7"));
+        // One /64 shares one bucket: a burst spread over its addresses is still one burst.
+        let limiter = ip_limiter(ManualClock::new());
+        for i in 0..20u16 {
+            let address = ip(&format!("2001:db8:1:2::{i:x}"));
+            assert!(limiter.check(&ip_key(address), ip_quota()).is_ok());
+        }
+        assert!(limiter.check(&ip_key(ip("2001:db8:1:2:dead:beef::1")), ip_quota()).is_err());
+        assert!(limiter.check(&ip_key(ip("2001:db8:1:3::1")), ip_quota()).is_ok());
     }
 
     #[test]
