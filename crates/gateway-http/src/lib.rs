@@ -43,14 +43,17 @@ fn login_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(auth::challenge)).routes(routes!(auth::verify))
 }
 
-/// Other routes that need no token.
-fn public_routes() -> OpenApiRouter<AppState> {
+/// Health and readiness probes: no token, no limit.
+fn probe_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(health::health))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
-        .routes(routes!(identity::resolve))
-        .routes(routes!(coops::stats))
+}
+
+/// Public reads: no token, the public-read IP bucket.
+fn public_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(identity::resolve)).routes(routes!(coops::stats))
 }
 
 /// Routes behind the `authenticate` middleware.
@@ -119,7 +122,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = openapi::ApiDoc::openapi();
-    for routes in [login_routes(), public_routes(), protected_routes()] {
+    for routes in [login_routes(), probe_routes(), public_routes(), protected_routes()] {
         doc.merge(routes.split_for_parts().1);
     }
     openapi::complete(&mut doc);
@@ -138,11 +141,20 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     let login = login
         .route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer))
         .route_layer(from_fn(middleware::no_store));
+    let (probes, probe_api) = probe_routes().split_for_parts();
     let (public, public_api) = public_routes().split_for_parts();
+    let public = public.route_layer(from_fn_with_state(state.limits.clone(), limits::public_read_layer));
+    // The other crate's routes (the WebSocket upgrade) are public too.
+    let extra = if extra.has_routes() {
+        extra.route_layer(from_fn_with_state(state.limits.clone(), limits::public_read_layer))
+    } else {
+        extra
+    };
     let (protected, protected_api) = protected_routes().split_for_parts();
     let protected = protected.route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
     let mut doc = openapi::ApiDoc::openapi();
     doc.merge(login_api);
+    doc.merge(probe_api);
     doc.merge(public_api);
     doc.merge(protected_api);
     doc.merge(extra_doc);
@@ -152,6 +164,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     let cors = middleware::cors_layer(&state.config);
     Router::new()
         .merge(login)
+        .merge(probes)
         .merge(public)
         .merge(protected)
         .fallback(not_found)

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use gateway_core::{Did, Error, RateLimitLayer};
 use gateway_limits::{
     Admission, Clock, DidLimiter, DidTier, IpLimiter, TrustClass, TrustScores, VelocityLimiter, VelocityPermit,
-    did_limiter, ip_limiter, ip_quota,
+    did_limiter, ip_limiter, ip_quota, public_read_quota,
 };
 use ipnet::IpNet;
 
@@ -26,6 +26,7 @@ use crate::error::ApiError;
 /// The limiters and what they need to pick quotas.
 pub struct RateLimits {
     ip: IpLimiter<Arc<dyn Clock>>,
+    public: IpLimiter<Arc<dyn Clock>>,
     did: DidLimiter<Arc<dyn Clock>>,
     velocity: VelocityLimiter<Arc<dyn Clock>>,
     scores: Arc<dyn TrustScores>,
@@ -62,6 +63,7 @@ impl RateLimits {
     ) -> Self {
         Self {
             ip: ip_limiter(clock.clone()),
+            public: ip_limiter(clock.clone()),
             did: did_limiter(clock.clone()),
             velocity: VelocityLimiter::new(clock),
             scores,
@@ -83,7 +85,7 @@ impl RateLimits {
 
     /// Drops idle keys of every layer (called from a timer task).
     pub fn evict_idle(&self) -> usize {
-        self.ip.evict_idle() + self.did.evict_idle() + self.velocity.evict_idle()
+        self.ip.evict_idle() + self.public.evict_idle() + self.did.evict_idle() + self.velocity.evict_idle()
     }
 
     /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
@@ -112,6 +114,19 @@ impl RateLimits {
             rate_limited(
                 RateLimitLayer::Ip,
                 "too many requests from this IP",
+                denial.limit,
+                denial.retry_after_secs(),
+                None,
+            )
+        })
+    }
+
+    /// The IP layer of the public reads, a bucket of its own (`public_read_quota`).
+    pub fn check_public_read(&self, ip: IpAddr) -> Result<(), ApiError> {
+        self.public.check(&gateway_limits::ip_key(ip), public_read_quota()).map(|_| ()).map_err(|denial| {
+            rate_limited(
+                RateLimitLayer::Ip,
+                "too many public requests from this IP",
                 denial.limit,
                 denial.retry_after_secs(),
                 None,
@@ -176,16 +191,29 @@ fn rate_limited(
 
 /// Middleware of the unauthenticated login routes: the IP layer, before any other work.
 pub async fn ip_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip())
-        .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-    let ip = limits.client_ip(peer, request.headers());
+    let ip = limits.client_ip(peer(&request), request.headers());
     if let Err(err) = limits.check_ip(ip) {
         return err.into_response();
     }
     next.run(request).await
+}
+
+/// Middleware of the public reads and the WebSocket upgrade: the IP layer with the public-read
+/// bucket, before any other work. (Health and readiness probes are not limited.)
+pub async fn public_read_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
+    let ip = limits.client_ip(peer(&request), request.headers());
+    if let Err(err) = limits.check_public_read(ip) {
+        return err.into_response();
+    }
+    next.run(request).await
+}
+
+fn peer(request: &Request) -> IpAddr {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
 }
 
 #[cfg(test)]

@@ -58,8 +58,12 @@ const NEVER_NOT_FOUND: [&str; 4] =
 /// live in memory), so they never answer 503.
 const NO_STORE: [&str; 4] = ["/healthz", "/v1/health", "/v1/identity/resolve/{did}", "/v1/auth/challenge"];
 
+/// The health and readiness probes: no token and no rate limit.
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/v1/health"];
+
 /// Completes the document with the answers every route of a kind can give, so that no route
-/// forgets one: a route with a token answers 401, 403 and 429 (the per-DID limit); a route with
+/// forgets one: a route with a token answers 401, 403 and 429 (the per-DID limit), one without
+/// (but the probes) 429 (the IP layer); a route with
 /// parameters or a body 400; a route with a body 413 (over 1 MiB); a route whose path names a
 /// record 404; a route that reads or writes the store 503. Each such answer carries the error
 /// body's schema. Routes keep their own, more precise descriptions where they give one; any
@@ -95,6 +99,9 @@ fn complete_operation(path: &str, operation: &mut Operation) {
         add("401", "No bearer token, or a malformed, expired, revoked or foreign one");
         add("403", "The token lacks the scope, is for another cooperative, or its subject is no longer a member");
         add("429", "The caller's per-DID request limit (Retry-After says when to come back)");
+    }
+    if !protected && !PROBES.contains(&path) {
+        add("429", "Too many requests from this address (the IP layer; Retry-After says when to come back)");
     }
     if !parameters.is_empty() || has_body {
         add("400", "A parameter or body field is invalid; `details.fields` names it");

@@ -29,7 +29,9 @@ mod velocity;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use keyed::{Admission, DEFAULT_MAX_KEYS, Denial, KeyedLimiter};
-pub use policy::{DidLimiter, DidTier, IpLimiter, TrustClass, did_limiter, ip_key, ip_limiter, ip_quota};
+pub use policy::{
+    DidLimiter, DidTier, IpLimiter, TrustClass, did_limiter, ip_key, ip_limiter, ip_quota, public_read_quota,
+};
 pub use quota::Quota;
 pub use service::{RateLimit, RateLimitLayer};
 pub use trust::{StaticTrustScores, TrustScores};

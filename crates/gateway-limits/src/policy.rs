@@ -27,6 +27,14 @@ const fn nz(n: u32) -> NonZeroU32 {
     }
 }
 
+/// The per-IP quota of the public reads (coop stats, DID resolution, the WebSocket upgrade): a
+/// burst of 120 requests, refilled at 20 per second. A bucket of its own, so that a dashboard
+/// polling public figures never uses up the logins of its address, and roomier than the login
+/// bucket because these answers cost one indexed read and give nothing to guess.
+pub const fn public_read_quota() -> Quota {
+    Quota::with_burst_and_rate(nz(120), nz(20))
+}
+
 /// The per-IP quota: a burst of 20 requests, refilled at 2 per second.
 pub const fn ip_quota() -> Quota {
     Quota::with_burst_and_rate(nz(20), nz(2))

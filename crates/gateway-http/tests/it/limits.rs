@@ -72,6 +72,35 @@ async fn ip_layer_guards_the_login_routes() {
     assert_eq!(app.call(axum::http::Method::GET, "/v1/health", None, None).await.status, StatusCode::OK);
 }
 
+/// Coop stats and DID resolution share one public-read bucket per address (burst 120, 20/s), of
+/// their own: using it up leaves the address's logins alone, and the probes are never limited.
+#[tokio::test]
+async fn ip_layer_guards_the_public_reads_with_a_bucket_of_their_own() {
+    use axum::http::Method;
+    let app = TestApp::new().await;
+    let (_, did) = key(1);
+    let resolve = format!("/v1/identity/resolve/{did}");
+    for n in 0..120 {
+        let uri = if n % 2 == 0 { "/v1/coops/nowhere/stats" } else { resolve.as_str() };
+        let r = app.call(Method::GET, uri, None, None).await;
+        assert_ne!(r.status, StatusCode::TOO_MANY_REQUESTS, "request {n} of the burst: {}", r.body);
+    }
+    let refused = app.call(Method::GET, &resolve, None, None).await;
+    refused.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    assert_eq!(refused.body["details"]["layer"], "ip");
+    assert_eq!(refused.headers[header::RETRY_AFTER], "1");
+    app.call(Method::GET, "/v1/coops/nowhere/stats", None, None).await.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    // The login bucket of the same address is untouched, and the probes are not limited.
+    let challenge = app.post("/v1/auth/challenge", json!({ "did": did.to_string() })).await;
+    assert_eq!(challenge.status, StatusCode::OK);
+    for probe in ["/healthz", "/readyz", "/v1/health"] {
+        assert_eq!(app.call(Method::GET, probe, None, None).await.status, StatusCode::OK, "{probe}");
+    }
+    // Refilled at 20 per second.
+    app.limiter_clock.advance(Duration::from_millis(50));
+    assert_ne!(app.call(Method::GET, &resolve, None, None).await.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
 #[tokio::test]
 async fn velocity_counts_successful_payments_per_hour() {
     // Trust 0.05 for everyone: Isolated, 10 transactions per hour (and the lowest DID tier,
