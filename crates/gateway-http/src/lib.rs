@@ -183,6 +183,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
                 .layer(from_fn(middleware::log_internal_errors))
                 .layer(from_fn_with_state(tls, middleware::security_headers))
                 .layer(cors)
+                .layer(from_fn(middleware::refuse_declared_oversize))
                 .layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)),
         )
 }

@@ -91,6 +91,21 @@ fn creates_coop(request: &Request) -> bool {
     request.method() == Method::POST && matches!(path, "/coops" | "/v1/coops")
 }
 
+/// Refuses a request whose declared `Content-Length` is over the body limit before reading any
+/// of it, and before any other work (authentication included): 413 with the contract body. A
+/// client that sent `Expect: 100-continue` is never told to send the body.
+pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > crate::extract::BODY_LIMIT_BYTES as u64) {
+        return ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response();
+    }
+    next.run(request).await
+}
+
 /// Marks login answers (challenge and verify, refusals included) `Cache-Control: no-store`:
 /// a nonce or a token must never be kept by a cache.
 pub async fn no_store(request: Request, next: Next) -> Response {

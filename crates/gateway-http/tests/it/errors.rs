@@ -70,6 +70,25 @@ async fn unknown_path_is_404_and_wrong_method_405() {
     app.call(Method::GET, "/v1/auth/challenge", None, None).await.assert_error(405, "METHOD_NOT_ALLOWED");
 }
 
+/// A declared length of 100 GB is refused from the header alone, before the body and before
+/// authentication (a protected route answers 413, not 401), with the contract body.
+#[tokio::test]
+async fn a_declared_oversize_is_413_before_anything_is_read() {
+    let app = TestApp::new().await;
+    for (uri, length) in [("/v1/ledger/c1/payment", "107374182400"), ("/v1/auth/challenge", "1048577")] {
+        let mut request = raw(Method::POST, uri, Some("application/json"), "{}".to_owned());
+        request.headers_mut().insert(axum::http::header::CONTENT_LENGTH, length.parse().unwrap());
+        let response = app.send(request).await;
+        response.assert_error(413, "PAYLOAD_TOO_LARGE");
+        assert_eq!(response.body["details"]["limit_bytes"], 1024 * 1024, "{uri}");
+        assert!(response.headers.contains_key("x-content-type-options"), "security headers on {uri}");
+    }
+    // Exactly the limit is still read.
+    let mut request = raw(Method::POST, "/v1/auth/challenge", Some("application/json"), "{}".to_owned());
+    request.headers_mut().insert(axum::http::header::CONTENT_LENGTH, "1048576".parse().unwrap());
+    assert_ne!(app.send(request).await.status, 413);
+}
+
 #[tokio::test]
 async fn oversized_body_is_413() {
     let app = TestApp::new().await;
