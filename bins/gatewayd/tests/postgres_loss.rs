@@ -1,0 +1,151 @@
+//! A gateway whose PostgreSQL goes away: every request that needs the database is answered 503
+//! within about a second (never 500, never the pool's old 5 s wait), `/readyz` says so, and the
+//! gateway serves again by itself once the database is back (contract 10).
+//!
+//! The test starts its own PostgreSQL (the machine's `/usr/lib/postgresql/15/bin`) on a free port
+//! in a temporary directory, and stops only that one; the shared server is never touched. It
+//! fails loudly when the binaries are missing.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use support::{json_request, login, serve_in_process};
+
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A private PostgreSQL server; stopped (immediately) when dropped.
+struct PrivateServer {
+    data: PathBuf,
+    port: u16,
+    process: Option<Child>,
+    _dir: tempfile::TempDir,
+}
+
+/// Runs a PostgreSQL binary as the `postgres` user when this process is root (the server
+/// refuses to run as root), directly otherwise.
+fn pg_command(binary: &str) -> Command {
+    let path = format!("{BIN}/{binary}");
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--", &path]);
+        command
+    } else {
+        Command::new(path)
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+impl PrivateServer {
+    fn init() -> Self {
+        assert!(Path::new(BIN).join("initdb").exists(), "PostgreSQL binaries are missing from {BIN}");
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        if is_root() {
+            let status = Command::new("chown").args(["-R", "postgres", dir.path().to_str().unwrap()]).status().unwrap();
+            assert!(status.success(), "chown of the private server's directory");
+        }
+        let out = pg_command("initdb")
+            .args(["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = Self { data, port, process: None, _dir: dir };
+        server.start();
+        server
+    }
+
+    fn start(&mut self) {
+        let child = pg_command("postgres")
+            .args(["-D", self.data.to_str().unwrap(), "-p", &self.port.to_string(), "-k", self.data.to_str().unwrap()])
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.process = Some(child);
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the private PostgreSQL did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Accepting TCP is not accepting queries yet.
+        let ready = || {
+            pg_command("pg_isready")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        while !ready() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the private PostgreSQL did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`).
+    fn stop(&mut self) {
+        let _ = pg_command("pg_ctl").args(["stop", "-m", "immediate", "-D", self.data.to_str().unwrap()]).output();
+        if let Some(mut child) = self.process.take() {
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_postgresql_is_503_within_a_second_and_serving_resumes_by_itself() {
+    let mut server = PrivateServer::init();
+    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
+    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+    let token = login(&gateway.api, 1, "lost", &scopes).await;
+    let create = json!({ "name": "Lost", "coop_type": "worker" });
+    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+    assert_eq!(status, 200);
+
+    server.stop();
+    for path in ["/v1/coops/lost", "/v1/ledger/lost/history", "/readyz"] {
+        let token = (path != "/readyz").then_some(token.as_str());
+        let asked = Instant::now();
+        let (status, body) = json_request(&gateway.api, "GET", path, None, token).await;
+        let took = asked.elapsed();
+        assert_eq!(status, 503, "{path} without its database: {body}");
+        assert!(took < Duration::from_millis(1500), "{path} took {took:?} to say so");
+        if path != "/readyz" {
+            assert_eq!(body["code"], "SERVICE_UNAVAILABLE", "{body}");
+        }
+    }
+
+    server.start();
+    let back = Instant::now();
+    loop {
+        let (status, body) = json_request(&gateway.api, "GET", "/v1/coops/lost", None, Some(&token)).await;
+        if status == 200 {
+            assert_eq!(body["id"], "lost", "{body}");
+            break;
+        }
+        assert_eq!(status, 503, "while reconnecting: {body}");
+        assert!(back.elapsed() < Duration::from_secs(20), "the gateway did not reconnect by itself");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+    assert_eq!(status, 200, "ready again");
+}
