@@ -1,5 +1,7 @@
 //! Reads that need no transaction, served from the connection pool (SQLite's WAL lets them run
-//! beside the writer).
+//! beside the writer). A read that a unit of work also makes (one coop, member, rate, domain,
+//! proposal or task) runs the `*Tx` statement of `conn/` on a pooled connection, so each such
+//! statement is written once.
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
@@ -8,22 +10,21 @@ use gateway_domain::ports::{
     IdempotencyRecord, LedgerReads, MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord,
     RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
-use gateway_domain::ports::{ComputeTx, GovTx, transaction};
+use gateway_domain::ports::{ComputeTx, CoopTx, GovTx, LedgerTx, transaction};
 
 use crate::conn::compute::{TASK_COLUMNS, TaskRow, task_from_row};
 use crate::conn::coops::{COOP_COLUMNS, CoopRow, MemberRow, coop_from_row, member_from_row};
 use crate::conn::events::{EventRow, event_from_row};
 use crate::conn::governance::{
-    DOMAIN_COLUMNS, DomainRow, PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, domain_from_row,
-    proposal_from_row, signing_key_from_row,
+    PROPOSAL_COLUMNS, ProposalRow, SIGNING_KEY_COLUMNS, SigningKeyRow, proposal_from_row, signing_key_from_row,
 };
 use crate::conn::ledger::{
-    IDEMPOTENCY_COLUMNS, IdempotencyRow, RateRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row,
-    rate_from_row, transaction_from_row,
+    IDEMPOTENCY_COLUMNS, IdempotencyRow, TRANSACTION_COLUMNS, TransactionRow, idempotency_from_row,
+    transaction_from_row,
 };
 use crate::conn::notifications::{NOTIFICATION_COLUMNS, NotificationRow, notification_from_row};
 use crate::conn::trust::{EdgeRow, edge_from_row};
-use crate::conn::{Arg, Conn, Db, Row, parse_coop, parse_currency, parse_did, parse_json, to_i64, to_u64};
+use crate::conn::{Arg, Conn, Db, Row, parse_coop, parse_currency, parse_json, to_i64, to_u64};
 use crate::sqlite::Borrowed;
 use crate::{Backend, Store, db_error};
 use futures_util::FutureExt;
@@ -164,14 +165,7 @@ impl LedgerReads for Store {
     }
 
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error> {
-        let row: Option<RateRow> = self
-            .read_optional(
-                "SELECT from_currency, to_currency, rate, set_by, set_at FROM rates \
-                 WHERE coop_id = $1 AND from_currency = $2 AND to_currency = $3",
-                args![coop.as_str(), from.as_str(), to.as_str()],
-            )
-            .await?;
-        row.map(rate_from_row).transpose()
+        self.reader().await?.conn().rate(coop, from, to).await
     }
 
     async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
@@ -246,9 +240,7 @@ const LEGS: &str = "\
 #[async_trait]
 impl CoopReads for Store {
     async fn coop(&self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
-        let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
-        let row: Option<CoopRow> = self.read_optional(&sql, args![id.as_str()]).await?;
-        row.map(coop_from_row).transpose()
+        self.reader().await?.conn().coop(id).await
     }
 
     async fn coops_of(&self, did: &Did, page: PageRequest) -> Result<(Vec<CoopRecord>, u64), Error> {
@@ -280,13 +272,7 @@ impl CoopReads for Store {
     }
 
     async fn member(&self, coop: &CoopId, did: &Did) -> Result<Option<MemberRecord>, Error> {
-        let row: Option<MemberRow> = self
-            .read_optional(
-                "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did = $2",
-                args![coop.as_str(), did.as_str()],
-            )
-            .await?;
-        row.map(member_from_row).transpose()
+        self.reader().await?.conn().member(coop, did).await
     }
 }
 
@@ -373,19 +359,11 @@ impl EventReads for Store {
 #[async_trait]
 impl GovReads for Store {
     async fn member_dids(&self, coop: &CoopId) -> Result<Vec<Did>, Error> {
-        let dids: Vec<String> =
-            self.read_all("SELECT did FROM members WHERE coop_id = $1 ORDER BY did", args![coop.as_str()]).await?;
-        dids.iter().map(|d| parse_did(d)).collect()
+        self.reader().await?.conn().member_dids(coop).await
     }
 
     async fn domains(&self, coop: &CoopId) -> Result<Vec<DomainRecord>, Error> {
-        let rows: Vec<DomainRow> = self
-            .read_all(
-                &format!("SELECT {DOMAIN_COLUMNS} FROM gov_domains WHERE coop_id = $1 ORDER BY domain_id"),
-                args![coop.as_str()],
-            )
-            .await?;
-        rows.into_iter().map(domain_from_row).collect()
+        self.reader().await?.conn().domains(coop).await
     }
 
     async fn proposal(&self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error> {
