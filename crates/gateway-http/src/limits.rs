@@ -108,30 +108,14 @@ impl RateLimits {
         self.trusted_proxies.iter().any(|net| net.contains(&ip))
     }
 
-    /// The IP layer.
+    /// The IP layer of the login routes.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), ApiError> {
-        self.ip.check(&gateway_limits::ip_key(ip), ip_quota()).map(|_| ()).map_err(|denial| {
-            rate_limited(
-                RateLimitLayer::Ip,
-                "too many requests from this IP",
-                denial.limit,
-                denial.retry_after_secs(),
-                None,
-            )
-        })
+        check_address(&self.ip, ip_quota(), ip, "too many requests from this IP")
     }
 
     /// The IP layer of the public reads, a bucket of its own (`public_read_quota`).
     pub fn check_public_read(&self, ip: IpAddr) -> Result<(), ApiError> {
-        self.public.check(&gateway_limits::ip_key(ip), public_read_quota()).map(|_| ()).map_err(|denial| {
-            rate_limited(
-                RateLimitLayer::Ip,
-                "too many public requests from this IP",
-                denial.limit,
-                denial.retry_after_secs(),
-                None,
-            )
-        })
+        check_address(&self.public, public_read_quota(), ip, "too many public requests from this IP")
     }
 
     /// The DID layer: the admission gives the `X-RateLimit-*` headers.
@@ -189,31 +173,48 @@ fn rate_limited(
     Error::RateLimited { message: message.to_owned(), layer, limit: u64::from(limit), retry_after_secs, count }.into()
 }
 
+/// One IP bucket's check: the address counted under its key (IPv6 by /64), a denial as the
+/// contract's 429 with layer `ip`.
+fn check_address(
+    limiter: &IpLimiter<Arc<dyn Clock>>,
+    quota: gateway_limits::Quota,
+    ip: IpAddr,
+    message: &str,
+) -> Result<(), ApiError> {
+    limiter
+        .check(&gateway_limits::ip_key(ip), quota)
+        .map(|_| ())
+        .map_err(|denial| rate_limited(RateLimitLayer::Ip, message, denial.limit, denial.retry_after_secs(), None))
+}
+
 /// Middleware of the unauthenticated login routes: the IP layer, before any other work.
 pub async fn ip_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    let ip = limits.client_ip(peer(&request), request.headers());
-    if let Err(err) = limits.check_ip(ip) {
-        return err.into_response();
-    }
-    next.run(request).await
+    limit_by_address(&limits, RateLimits::check_ip, request, next).await
 }
 
 /// Middleware of the public reads and the WebSocket upgrade: the IP layer with the public-read
 /// bucket, before any other work. (Health and readiness probes are not limited.)
 pub async fn public_read_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    let ip = limits.client_ip(peer(&request), request.headers());
-    if let Err(err) = limits.check_public_read(ip) {
-        return err.into_response();
-    }
-    next.run(request).await
+    limit_by_address(&limits, RateLimits::check_public_read, request, next).await
 }
 
-fn peer(request: &Request) -> IpAddr {
-    request
+/// Runs `check` on the client's address (the peer, or what a trusted proxy forwarded), then the
+/// request, or answers the denial.
+async fn limit_by_address(
+    limits: &RateLimits,
+    check: fn(&RateLimits, IpAddr) -> Result<(), ApiError>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip())
-        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+    match check(limits, limits.client_ip(peer, request.headers())) {
+        Ok(()) => next.run(request).await,
+        Err(denial) => denial.into_response(),
+    }
 }
 
 #[cfg(test)]
