@@ -29,11 +29,6 @@ impl JsonText {
         self.0.get()
     }
 
-    /// The raw value, to embed in a larger document verbatim.
-    pub fn as_raw(&self) -> &RawValue {
-        &self.0
-    }
-
     /// The text parsed as a `Value`, to inspect (numbers become `f64`s on the way).
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)

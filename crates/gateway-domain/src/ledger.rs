@@ -134,22 +134,6 @@ pub enum Replay<T> {
     Replayed(Stored<T>),
 }
 
-impl<T> Replay<T> {
-    /// Whether this is an earlier request's answer.
-    pub fn is_replayed(&self) -> bool {
-        matches!(self, Replay::Replayed(_))
-    }
-
-    /// The result, fresh or replayed; `None` for an answer stored as HTTP by an earlier gateway.
-    pub fn into_result(self) -> Option<Result<T, Error>> {
-        match self {
-            Replay::Fresh(value) | Replay::Replayed(Stored::Decided(Ok(value))) => Some(Ok(value)),
-            Replay::Replayed(Stored::Decided(Err(err))) => Some(Err(err)),
-            Replay::Replayed(Stored::Http(_)) => None,
-        }
-    }
-}
-
 /// Balances of one account.
 #[derive(Debug, Clone)]
 pub struct AccountBalances {
