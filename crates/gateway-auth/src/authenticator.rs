@@ -38,6 +38,29 @@ pub struct LoginRequest {
     pub challenge_id: Option<String>,
 }
 
+/// A refused login: the contract error the client sees and, for a refusal of the signature or
+/// the challenge itself, which one it was (the client is told the same message either way, so
+/// that it cannot tell them apart; the gateway counts them as misbehaviour).
+#[derive(Debug, Clone)]
+pub struct LoginError {
+    /// What the client is answered.
+    pub error: Error,
+    /// [`AuthError::BadSignature`] or [`AuthError::UnknownChallenge`] when that was the refusal.
+    pub refusal: Option<AuthError>,
+}
+
+impl From<Error> for LoginError {
+    fn from(error: Error) -> Self {
+        Self { error, refusal: None }
+    }
+}
+
+impl From<LoginError> for Error {
+    fn from(err: LoginError) -> Self {
+        err.error
+    }
+}
+
 /// A successful login.
 #[derive(Debug, Clone)]
 pub struct LoginResult {
@@ -122,14 +145,14 @@ impl Authenticator {
     /// Verifies a signed challenge and issues a token. Steps, in the specification's order: DID
     /// format; scopes valid; coop_id format; signature hex; signature length; signature against
     /// the stored nonce; then the scope policy; then the token.
-    pub async fn login(&self, request: LoginRequest) -> Result<LoginResult, Error> {
+    pub async fn login(&self, request: LoginRequest) -> Result<LoginResult, LoginError> {
         let result = self.login_steps(request).await;
         let outcome = if result.is_ok() { "success" } else { "failure" };
         metrics::counter!("icn_gateway_auth_verifications_total", "result" => outcome).increment(1);
         result
     }
 
-    async fn login_steps(&self, request: LoginRequest) -> Result<LoginResult, Error> {
+    async fn login_steps(&self, request: LoginRequest) -> Result<LoginResult, LoginError> {
         let (did, key) = self.parse_did(&request.did).inspect_err(|_| failure("invalid_did"))?;
         let scopes = match &request.scopes {
             None => ScopeSet::EMPTY,
@@ -141,7 +164,7 @@ impl Authenticator {
         let coop_id = match request.coop_id.as_deref() {
             None if request.scopes.as_ref().is_some_and(|s| !s.is_empty()) => {
                 failure("missing_coop_id");
-                return Err(Error::bad_request_field("coop_id", "coop_id is required when scopes are requested"));
+                return Err(Error::bad_request_field("coop_id", "coop_id is required when scopes are requested").into());
             }
             None => None,
             Some(text) => Some(CoopId::parse(text).map_err(|why| {
@@ -173,7 +196,7 @@ impl Authenticator {
         key: &gateway_core::Ed25519PublicKey,
         challenge_id: Option<&str>,
         signature: &[u8; 64],
-    ) -> Result<(), Error> {
+    ) -> Result<(), LoginError> {
         let now = self.clock.now_unix_millis();
         match challenge_id {
             Some(id) => {
@@ -204,9 +227,9 @@ impl Authenticator {
 }
 
 /// Counts a refused login and turns it into the one 401 answer.
-fn refuse(err: AuthError) -> Error {
+fn refuse(err: AuthError) -> LoginError {
     failure(err.reason());
-    err.into()
+    LoginError { error: err.clone().into(), refusal: Some(err) }
 }
 
 fn failure(reason: &'static str) {

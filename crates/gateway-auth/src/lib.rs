@@ -12,14 +12,16 @@
 pub mod challenge;
 pub mod error;
 pub mod keystore;
+pub mod nonce;
 pub mod policy;
 pub mod signature;
 pub mod token;
 
 mod authenticator;
 
-pub use authenticator::{Authenticator, IssuedChallenge, LoginRequest, LoginResult};
+pub use authenticator::{Authenticator, IssuedChallenge, LoginError, LoginRequest, LoginResult};
 pub use challenge::{Challenge, ChallengeStore, MemoryChallengeStore};
 pub use error::AuthError;
+pub use nonce::{MemoryNonceStore, NonceStore};
 pub use policy::ScopePolicy;
 pub use token::{IssuedToken, TokenConfig, TokenService, VerifiedToken};

@@ -62,8 +62,8 @@ impl TokenConfig {
     }
 }
 
-/// A freshly issued token.
-#[derive(Debug, Clone)]
+/// A freshly issued token. Its `Debug` form leaves the token out: a bearer token is a secret.
+#[derive(Clone)]
 pub struct IssuedToken {
     /// The compact JWT.
     pub token: String,
@@ -73,6 +73,16 @@ pub struct IssuedToken {
     pub expires_at: u64,
     /// Granted scopes.
     pub scopes: ScopeSet,
+}
+
+impl std::fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("expires_in", &self.expires_in)
+            .field("expires_at", &self.expires_at)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a valid token says, already parsed into domain types.

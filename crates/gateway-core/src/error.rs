@@ -37,6 +37,8 @@ pub enum ErrorCode {
     InsufficientCredit,
     /// 409: a conversion's target amount is outside the client's bounds.
     SlippageExceeded,
+    /// 408: the request's headers or body did not arrive in time (contract 1: 10 s, 30 s).
+    RequestTimeout,
     /// 413: request body over the limit.
     PayloadTooLarge,
     /// 429: a rate-limiting layer refused the request.
@@ -63,6 +65,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::InsufficientCredit => "INSUFFICIENT_CREDIT",
             ErrorCode::SlippageExceeded => "SLIPPAGE_EXCEEDED",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RateLimitExceeded => "RATE_LIMIT_EXCEEDED",
             ErrorCode::ReceiptUnavailable => "RECEIPT_UNAVAILABLE",
@@ -80,6 +83,7 @@ impl ErrorCode {
             ErrorCode::NotFound | ErrorCode::ReceiptUnavailable => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict | ErrorCode::InsufficientCredit | ErrorCode::SlippageExceeded => 409,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RateLimitExceeded => 429,
             ErrorCode::InternalError => 500,
