@@ -14,26 +14,37 @@
 //! to `http` requests as a tower middleware, and every denial increments
 //! [`RATE_LIMIT_EXCEEDED_TOTAL`] through the `metrics` facade.
 //!
+//! Replicas that must share one allowance plug a [`SharedBackend`] (the gateway's is Redis, in
+//! its own crate) into [`SharedLimits`], which keeps refused keys in a local [`BlockCache`] so
+//! they cost no round trip, and reports an unavailable backend instead of deciding for it.
+//!
 //! This crate deliberately performs no I/O, installs no metrics recorder, spawns no tasks
 //! (eviction is a method for the embedding service's own timer) and depends on no web
 //! framework or other crate of the gateway.
 
 mod clock;
 mod keyed;
+pub mod misbehavior;
 pub mod policy;
 mod quota;
 mod service;
+mod shared;
 mod table;
 mod trust;
 mod velocity;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use keyed::{Admission, DEFAULT_MAX_KEYS, Denial, KeyedLimiter};
+pub use misbehavior::{ClientAddress, Misbehavior, QuarantinePolicy, Violation};
 pub use policy::{
     DidLimiter, DidTier, IpLimiter, TrustClass, did_limiter, ip_key, ip_limiter, ip_quota, public_read_quota,
 };
 pub use quota::Quota;
 pub use service::{RateLimit, RateLimitLayer};
+pub use shared::{
+    BackendFuture, BackendUnavailable, BlockCache, RATE_LIMIT_BACKEND_ERRORS_TOTAL, SharedBackend, SharedLimits,
+    SharedPermit,
+};
 pub use trust::{StaticTrustScores, TrustScores};
 pub use velocity::{VELOCITY_WINDOW, VelocityDenied, VelocityLimiter, VelocityPermit};
 

@@ -162,7 +162,8 @@ impl TrustClass {
         self.hourly_limit().get()
     }
 
-    pub(crate) const fn hourly_limit(self) -> NonZeroU32 {
+    /// [`transactions_per_hour`](Self::transactions_per_hour) as the non-zero limit a limiter takes.
+    pub const fn hourly_limit(self) -> NonZeroU32 {
         match self {
             Self::Isolated => nz(10),
             Self::Known => nz(50),

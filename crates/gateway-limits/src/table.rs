@@ -148,6 +148,11 @@ impl<K: Hash + ?Sized, V: Expiring> Table<K, V> {
         self.shards.iter().map(|shard| lock(&shard.0).entries.len()).sum()
     }
 
+    /// How many entries satisfy `predicate` (a scan of every shard, one lock at a time).
+    pub(crate) fn count(&self, predicate: impl Fn(&V) -> bool) -> usize {
+        self.shards.iter().map(|shard| lock(&shard.0).entries.iter().filter(|(_, v)| predicate(v)).count()).sum()
+    }
+
     pub(crate) fn max_keys(&self) -> usize {
         self.shard_capacity * self.shards.len()
     }
