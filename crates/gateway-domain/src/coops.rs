@@ -43,12 +43,20 @@ pub struct SettingsPatch {
     pub conversion_fee_ppm: Option<u32>,
     /// New quorum percent.
     pub quorum_percent: Option<u32>,
+    /// Whether critical operations need a request signature from now on.
+    pub require_signed_requests: Option<bool>,
 }
 
 impl SettingsPatch {
     /// The wire names of the settings, as `PUT /v1/coops/{id}/settings` takes them.
-    pub const KEYS: [&'static str; 5] =
-        ["default_currency", "credit_limit", "high_value_threshold", "conversion_fee_percent", "quorum_percent"];
+    pub const KEYS: [&'static str; 6] = [
+        "default_currency",
+        "credit_limit",
+        "high_value_threshold",
+        "conversion_fee_percent",
+        "quorum_percent",
+        "require_signed_requests",
+    ];
 
     /// Parses and validates the wire form: the body of `PUT /v1/coops/{id}/settings` and the
     /// `settings` of a settings proposal go through this one function. Absent and `null` fields
@@ -96,12 +104,20 @@ impl SettingsPatch {
                     .ok_or_else(|| Error::bad_request_field("quorum_percent", "quorum_percent is 0 to 100"))
             })
             .transpose()?;
+        let require_signed_requests = field("require_signed_requests")
+            .map(|v| {
+                v.as_bool().ok_or_else(|| {
+                    Error::bad_request_field("require_signed_requests", "require_signed_requests must be true or false")
+                })
+            })
+            .transpose()?;
         let patch = SettingsPatch {
             default_currency,
             credit_limit: amount("credit_limit")?,
             high_value_threshold: amount("high_value_threshold")?,
             conversion_fee_ppm,
             quorum_percent,
+            require_signed_requests,
         };
         patch.validate()?;
         Ok(patch)
@@ -139,6 +155,8 @@ impl SettingsPatch {
             conversion_fee_percent: Option<Amount>,
             #[serde(skip_serializing_if = "Option::is_none")]
             quorum_percent: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            require_signed_requests: Option<bool>,
         }
         let wire = Wire {
             default_currency: self.default_currency.as_ref(),
@@ -146,6 +164,7 @@ impl SettingsPatch {
             high_value_threshold: self.high_value_threshold,
             conversion_fee_percent: self.conversion_fee_ppm.map(fee_percent),
             quorum_percent: self.quorum_percent,
+            require_signed_requests: self.require_signed_requests,
         };
         // A struct of strings, integers and exact decimals always serialises to an object.
         match serde_json::to_value(wire) {
@@ -161,6 +180,7 @@ impl SettingsPatch {
             && self.high_value_threshold.is_none()
             && self.conversion_fee_ppm.is_none()
             && self.quorum_percent.is_none()
+            && self.require_signed_requests.is_none()
     }
 
     /// The settings after the change.
@@ -179,6 +199,9 @@ impl SettingsPatch {
         }
         if let Some(v) = self.quorum_percent {
             settings.quorum_percent = v;
+        }
+        if let Some(v) = self.require_signed_requests {
+            settings.require_signed_requests = v;
         }
         settings
     }

@@ -197,6 +197,8 @@ struct PaymentData<'a> {
     fee_amount: Option<Amount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     net_target_amount: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_signature: Option<&'a gateway_core::RequestSignature>,
 }
 
 impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
@@ -216,6 +218,7 @@ impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
             gross_target_amount: leg.map(|l| l.gross_target_amount),
             fee_amount: leg.map(|l| l.fee_amount),
             net_target_amount: leg.map(|l| l.net_target_amount),
+            request_signature: t.request_signature.as_ref(),
         }
     }
 }
@@ -246,6 +249,7 @@ struct SettingsData<'a> {
     high_value_threshold: Amount,
     conversion_fee_percent: Amount,
     quorum_percent: u32,
+    require_signed_requests: bool,
 }
 
 impl<'a> From<&'a CoopSettings> for SettingsData<'a> {
@@ -256,6 +260,7 @@ impl<'a> From<&'a CoopSettings> for SettingsData<'a> {
             high_value_threshold: s.high_value_threshold,
             conversion_fee_percent: fee_percent(s.conversion_fee_ppm),
             quorum_percent: s.quorum_percent,
+            require_signed_requests: s.require_signed_requests,
         }
     }
 }
@@ -391,6 +396,7 @@ mod tests {
             memo: None,
             timestamp: 7,
             conversion: None,
+            request_signature: None,
         }
     }
 
@@ -467,7 +473,14 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(
             keys,
-            ["conversion_fee_percent", "credit_limit", "default_currency", "high_value_threshold", "quorum_percent"]
+            [
+                "conversion_fee_percent",
+                "credit_limit",
+                "default_currency",
+                "high_value_threshold",
+                "quorum_percent",
+                "require_signed_requests"
+            ]
         );
     }
 

@@ -58,6 +58,8 @@ pub struct PaymentRequest {
     pub currency: Option<Currency>,
     /// Free text.
     pub memo: Option<String>,
+    /// The request's signature, kept on the record as evidence (contract 11).
+    pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
 /// A conversion as requested.
@@ -79,6 +81,8 @@ pub struct ConversionRequest {
     pub min_target_amount: Option<Amount>,
     /// A live quote whose rate and fee to use.
     pub quote_id: Option<String>,
+    /// The request's signature, kept on the record as evidence (contract 11).
+    pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
 /// The outcome of one batch item.
@@ -680,6 +684,7 @@ async fn pay_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
         memo: request.memo.clone(),
         timestamp: now,
         conversion: None,
+        request_signature: request.request_signature.clone(),
     };
     record_transaction(tx, &record, Some(&payee)).await?;
     Ok(record)
@@ -823,6 +828,7 @@ async fn convert_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
             fee_amount: priced.fee_amount,
             net_target_amount: net,
         }),
+        request_signature: request.request_signature.clone(),
     };
     record_transaction(tx, &record, Some(&payee)).await?;
     Ok(record)

@@ -60,6 +60,15 @@ pub trait StoreHealth: Send + Sync + fmt::Debug {
 
     /// Succeeds when a trivial query round-trips.
     async fn ping(&self) -> Result<(), Error>;
+
+    /// Whether the store can commit now, judged from the latest commits and write probes: an
+    /// error (503) from the first commit that failed for the store's own reasons (a full or
+    /// stalled disk, a database that refuses writes or is gone) until one succeeds again.
+    fn writable(&self) -> Result<(), Error>;
+
+    /// Commits a trivial write through the same path as every unit of work, and records the
+    /// outcome that [`writable`](Self::writable) reports.
+    async fn probe_write(&self) -> Result<(), Error>;
 }
 
 /// Runs units of work atomically and durably: when `run` returns `Ok`, the job's writes
@@ -112,6 +121,8 @@ pub struct CoopSettings {
     pub conversion_fee_ppm: u32,
     /// Quorum for governance, percent of a domain's members.
     pub quorum_percent: u32,
+    /// Whether critical operations need a valid request signature (contract 11).
+    pub require_signed_requests: bool,
 }
 
 impl Default for CoopSettings {
@@ -122,6 +133,7 @@ impl Default for CoopSettings {
             high_value_threshold: Amount::from_units(1000),
             conversion_fee_ppm: 0,
             quorum_percent: 50,
+            require_signed_requests: false,
         }
     }
 }
@@ -219,6 +231,9 @@ pub struct TransactionRecord {
     pub timestamp: u64,
     /// Conversions only.
     pub conversion: Option<ConversionLeg>,
+    /// The signature of the request that made it, when it was signed (contract 11).
+    #[serde(default)]
+    pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
 /// A stored response for an `Idempotency-Key`.
@@ -608,8 +623,19 @@ pub trait GovTx: Send {
     async fn insert_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
     /// Replaces a proposal's mutable fields (status, times, outcome, tally).
     async fn update_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
-    /// Sets a voter's vote; returns whether it replaced an earlier one.
-    async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error>;
+    /// Sets a voter's vote, with the signature of the request that cast it (or none, which
+    /// clears an earlier one's); returns whether it replaced an earlier vote.
+    async fn upsert_vote(
+        &mut self,
+        proposal_id: &str,
+        voter: &Did,
+        choice: &str,
+        at: u64,
+        signature: Option<&gateway_core::RequestSignature>,
+    ) -> Result<bool, Error>;
+    /// The request signatures of the current votes of a proposal that were cast signed.
+    async fn vote_signatures(&mut self, proposal_id: &str)
+    -> Result<Vec<(Did, gateway_core::RequestSignature)>, Error>;
     /// Every direct vote of a proposal: (voter, choice).
     async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error>;
     /// Creates a delegation.

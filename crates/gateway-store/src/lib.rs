@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod conn;
+mod health;
 mod reads;
 mod sqlite;
 pub mod testing;
@@ -233,15 +234,15 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
         // retry may succeed. Jobs take their locks in the documented order so that this should
         // not happen; if it does, the client is told to retry, never given a 500.
         sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40P01" | "40001")) => {
-            Error::ServiceUnavailable(format!("the store aborted a conflicting transaction; retry: {}", db.message()))
+            Error::ServiceUnavailable(format!("{}; retry: {}", health::CONFLICT_ABORTED, db.message()))
         }
-        // The server going away mid-statement, refusing connections, shutting down, or out of
-        // resources (disk full, too many connections): SQLSTATE classes 08, 53 and 57P.
+        // The server going away mid-statement, refusing connections, shutting down, out of
+        // resources (disk full, too many connections), or refusing writes (a read-only
+        // standby, a database set read-only): SQLSTATE classes 08, 53 and 57P, and 25006.
         sqlx::Error::Database(db)
-            if db
-                .code()
-                .as_deref()
-                .is_some_and(|c| c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")) =>
+            if db.code().as_deref().is_some_and(|c| {
+                c.starts_with("08") || c.starts_with("53") || c.starts_with("57P") || c == "25006"
+            }) =>
         {
             Error::ServiceUnavailable(format!("store unavailable: {}", db.message()))
         }
@@ -283,6 +284,8 @@ pub struct Store {
     listener: Option<tokio::task::AbortHandle>,
     /// Woken when a replica (this one included) committed a trust-edge change (PostgreSQL).
     trust_changes: Arc<tokio::sync::Notify>,
+    /// The outcome of the latest store-level writes, for readiness.
+    write_health: health::WriteHealth,
 }
 
 impl Drop for Store {
@@ -293,16 +296,50 @@ impl Drop for Store {
     }
 }
 
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// The most connections a PostgreSQL pool opens. Several replicas share the server's
+    /// `max_connections` (100 by default): replicas × this + one listener each must fit.
+    pub postgres_max_connections: u32,
+}
+
+impl Default for StoreOptions {
+    /// 16 PostgreSQL connections: more than a small server has cores to run queries on, and
+    /// three replicas still fit in PostgreSQL's default 100.
+    fn default() -> Self {
+        Self { postgres_max_connections: 16 }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the store a spec names, brings its schema up to date, and
     /// (for SQLite) starts its writer thread.
     pub async fn open(spec: &StoreSpec) -> Result<Self, StoreError> {
+        Self::open_with(spec, StoreOptions::default()).await
+    }
+
+    /// [`Store::open`] with `options`.
+    pub async fn open_with(spec: &StoreSpec, options: StoreOptions) -> Result<Self, StoreError> {
         let (feed, _) = broadcast::channel(8192);
         match spec {
             StoreSpec::Memory | StoreSpec::SqliteFile(_) => {
                 let migrations = sqlx::migrate!("./migrations/sqlite");
                 let db = match spec {
-                    StoreSpec::SqliteFile(path) => SqliteDb::file(path.into()),
+                    StoreSpec::SqliteFile(path) => {
+                        // SQLite's own message ("unable to open database file") names nothing.
+                        let parent = std::path::Path::new(path).parent().filter(|p| !p.as_os_str().is_empty());
+                        if let Some(dir) = parent
+                            && !dir.is_dir()
+                        {
+                            return Err(StoreError::Sqlite(Error::ServiceUnavailable(format!(
+                                "the directory {} of the SQLite file does not exist: create it (mkdir -p {}) or give another --store sqlite:<path>",
+                                dir.display(),
+                                dir.display()
+                            ))));
+                        }
+                        SqliteDb::file(path.into())
+                    }
                     _ => SqliteDb::memory(&migrations).map_err(StoreError::Sqlite)?,
                 };
                 if let Some(options) = db.migration_options() {
@@ -324,13 +361,34 @@ impl Store {
                     _checkpointer: checkpointer,
                     listener: None,
                     trust_changes: Arc::default(),
+                    write_health: health::WriteHealth::default(),
                 })
             }
             StoreSpec::Postgres(url) => {
                 // sqlx's messages may quote the URL (a malformed one, a refused option): say
-                // what failed without the password.
+                // what failed without the password. One connection first: the pool would only
+                // say "pool timed out", and this says why (refused, unknown host, bad password,
+                // no such database).
+                let probe = tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(url)).await;
+                match probe {
+                    Ok(Ok(connection)) => {
+                        let _ = connection.close().await;
+                    }
+                    Ok(Err(e)) => {
+                        return Err(StoreError::Postgres(scrub(
+                            &format!("cannot connect to PostgreSQL at {}: {e}", redact_url(url)),
+                            url,
+                        )));
+                    }
+                    Err(_) => {
+                        return Err(StoreError::Postgres(format!(
+                            "cannot connect to PostgreSQL at {}: no answer within 5 s",
+                            redact_url(url)
+                        )));
+                    }
+                }
                 let pool = PgPoolOptions::new()
-                    .max_connections(32)
+                    .max_connections(options.postgres_max_connections.max(1))
                     // Contract 10: with the database gone, a request is answered 503 within 1 s.
                     .acquire_timeout(Duration::from_secs(1))
                     .connect(url)
@@ -351,6 +409,7 @@ impl Store {
                     _checkpointer: None,
                     listener: Some(listener),
                     trust_changes,
+                    write_health: health::WriteHealth::default(),
                 })
             }
         }
@@ -363,6 +422,15 @@ impl Store {
         self.trust_changes.clone()
     }
 
+    /// The database connections open now (PostgreSQL: the pool's; SQLite: see
+    /// `SqliteDb::open_connections`), for `icn_network_connections_active`.
+    pub fn backend_connections(&self) -> usize {
+        match &self.backend {
+            Backend::Postgres(pool) => pool.size() as usize,
+            Backend::Sqlite(db) => db.open_connections(),
+        }
+    }
+
     /// The PostgreSQL pool, for LISTEN/NOTIFY and tests; `None` for SQLite.
     pub fn postgres_pool(&self) -> Option<&PgPool> {
         match &self.backend {
@@ -372,20 +440,39 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Runs a task to its commit (or failure) and records the outcome for readiness.
+    async fn run_task(&self, task: writer::Task) -> Result<(), Error> {
+        let result = match (&self.backend, &self.writer) {
+            (Backend::Sqlite(_), Some(writer)) => {
+                let (job, answer) = writer::Job::new(task);
+                match writer.send(job).await {
+                    Ok(()) => answer
+                        .await
+                        .unwrap_or_else(|_| Err(Error::ServiceUnavailable("the store writer has stopped".into()))),
+                    Err(_) => Err(Error::ServiceUnavailable("the store writer has stopped".into())),
+                }
+            }
+            (Backend::Postgres(pool), _) => writer::run_postgres(pool, task, &self.feed).await,
+            (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
+        };
+        if matches!(&result, Err(Error::ServiceUnavailable(_))) {
+            metrics::counter!("icn_network_messages_failed_total", "backend" => "database").increment(1);
+        }
+        self.write_health.record(&result);
+        result
+    }
+}
+
 #[async_trait]
 impl Transactor for Store {
     async fn run(&self, job: Job) -> Result<(), Error> {
-        match (&self.backend, &self.writer) {
-            (Backend::Sqlite(_), Some(writer)) => {
-                let (job, answer) = writer::Job::new(job);
-                writer.send(job).await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?;
-                answer.await.map_err(|_| Error::ServiceUnavailable("the store writer has stopped".into()))?
-            }
-            (Backend::Postgres(pool), _) => writer::run_postgres(pool, job, &self.feed).await,
-            (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
-        }
+        self.run_task(writer::Task::Work(job)).await
     }
 }
+
+/// How long the write probe may take before the store counts as stalled.
+const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 
 #[async_trait]
 impl StoreHealth for Store {
@@ -400,6 +487,21 @@ impl StoreHealth for Store {
     async fn ping(&self) -> Result<(), Error> {
         let answer: Result<bool, Error> = self.read_one("SELECT 1 = 1", &[]).await;
         answer.map(|_| ()).map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
+    }
+
+    fn writable(&self) -> Result<(), Error> {
+        self.write_health.writable()
+    }
+
+    async fn probe_write(&self) -> Result<(), Error> {
+        let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        match tokio::time::timeout(PROBE_DEADLINE, self.run_task(writer::Task::Probe { at })).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.write_health.record_stall(PROBE_DEADLINE);
+                self.write_health.writable()
+            }
+        }
     }
 }
 
@@ -506,8 +608,9 @@ mod tests {
         let mut reader = store.reader().await.unwrap();
         let mut conn = reader.conn();
         conn.execute(
-            "INSERT INTO coops \
-             VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50, 1)",
+            "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, \
+             credit_limit, high_value_threshold, conversion_fee_ppm, quorum_percent) \
+             VALUES ('c1', 'C', 'worker', '', 0, 'did:key:za', 'hours', -1000000000, 1000000000, 0, 50)",
             &[],
         )
         .await
@@ -546,6 +649,7 @@ mod tests {
             amount: Amount::from_units(3),
             currency: None,
             memo: None,
+            request_signature: None,
         };
         ledger.pay(&coop, pay, None).await.unwrap();
         assert_eq!(store.unreconciled_accounts().await.unwrap(), 0);

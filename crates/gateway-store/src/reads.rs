@@ -84,7 +84,10 @@ impl Store {
     pub(crate) async fn reader(&self) -> Result<Reader<'_>, Error> {
         match &self.backend {
             Backend::Sqlite(db) => Ok(Reader::Sqlite(db.reader().await?)),
-            Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(db_error)?)),
+            Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(|e| {
+                metrics::counter!("icn_network_messages_failed_total", "backend" => "database").increment(1);
+                db_error(e)
+            })?)),
         }
     }
 }

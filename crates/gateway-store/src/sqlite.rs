@@ -125,6 +125,16 @@ impl Drop for Borrowed<'_> {
 }
 
 impl SqliteDb {
+    /// Connections open now: for a file the writer, the checkpointer and the idle read
+    /// connections (those lent to a read are not counted); in memory the one connection.
+    pub(crate) fn open_connections(&self) -> usize {
+        if self.is_file() {
+            2 + self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        } else {
+            1
+        }
+    }
+
     /// A database file (created if missing), in WAL mode. Its schema is brought up to date by
     /// the caller, through sqlx, before the first connection is used.
     pub(crate) fn file(path: PathBuf) -> Self {

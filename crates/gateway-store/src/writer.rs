@@ -25,9 +25,23 @@ const MAX_GROUP: usize = 512;
 
 type JobResult = Result<(), Error>;
 
+/// What a queued job does: a domain unit of work, or the readiness probe's one-row write.
+pub(crate) enum Task {
+    /// A unit of work of the domain.
+    Work(Work),
+    /// `UPDATE write_probe`, committed like any unit of work.
+    Probe {
+        /// Unix seconds, stored so that the row really changes.
+        at: i64,
+    },
+}
+
+/// The readiness probe's statement.
+pub(crate) const PROBE_SQL: &str = "UPDATE write_probe SET probed_at = $1 WHERE id = 1";
+
 /// A job queued for the SQLite writer.
 pub(crate) struct Job {
-    work: Work,
+    task: Task,
     reply: oneshot::Sender<JobResult>,
 }
 
@@ -38,9 +52,9 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    pub(crate) fn new(work: Work) -> (Self, oneshot::Receiver<JobResult>) {
+    pub(crate) fn new(task: Task) -> (Self, oneshot::Receiver<JobResult>) {
         let (reply, receiver) = oneshot::channel();
-        (Self { work, reply }, receiver)
+        (Self { task, reply }, receiver)
     }
 }
 
@@ -102,7 +116,7 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
     let mut signals = Vec::new();
     let mut group = group.into_iter();
     while let Some(job) = group.next() {
-        let (result, appended) = match run_in_savepoint(db, job.work).await {
+        let (result, appended) = match run_in_savepoint(db, job.task).await {
             Ok(ran) => ran,
             Err(err) => {
                 // The transaction's state is unknown (a failed job's writes may not have been
@@ -147,9 +161,14 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
 /// Runs one job in its own savepoint, so that a failing job undoes only its own writes. The
 /// outer error means the savepoint could not be opened or closed, and the transaction can no
 /// longer be trusted.
-async fn run_in_savepoint(db: &mut rusqlite::Connection, work: Work) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+async fn run_in_savepoint(db: &mut rusqlite::Connection, task: Task) -> Result<(JobResult, Vec<CoopSignal>), Error> {
     exec(db, "SAVEPOINT job")?;
-    let (result, appended) = run_job(db, work).await;
+    let (result, appended) = match task {
+        Task::Work(work) => run_job(db, work).await,
+        Task::Probe { at } => {
+            (Conn::new(Db::Sqlite(db)).execute(PROBE_SQL, &[at.into()]).await.map(|_| ()), Vec::new())
+        }
+    };
     if result.is_err() {
         exec(db, "ROLLBACK TO SAVEPOINT job")?;
     }
@@ -179,11 +198,14 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 }
 
 /// Runs one job in its own PostgreSQL transaction.
-pub(crate) async fn run_postgres(pool: &PgPool, work: Work, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
+pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
     let mut tx = pool.begin().await.map_err(db_error)?;
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Postgres(&mut tx));
-        let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
+        let outcome = match task {
+            Task::Work(work) => AssertUnwindSafe(work(&mut handle)).catch_unwind().await,
+            Task::Probe { at } => Ok(handle.execute(PROBE_SQL, &[at.into()]).await.map(|_| ())),
+        };
         (outcome, handle.appended)
     };
     let result = outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into())));

@@ -99,6 +99,8 @@ pub struct VoteOutcome {
 pub struct VotesView {
     /// The tally (delegation applied).
     pub tally: Tally,
+    /// The request signatures of the votes cast by signed requests (contract 11's evidence).
+    pub signatures: Vec<(Did, gateway_core::RequestSignature)>,
 }
 
 /// The governance service.
@@ -423,6 +425,18 @@ impl Governance {
 
     /// Casts or replaces a domain member's vote while the proposal is open.
     pub async fn vote(&self, coop: &CoopId, voter: &Did, id: &str, choice: &str) -> Result<VoteOutcome, Error> {
+        self.vote_signed(coop, voter, id, choice, None).await
+    }
+
+    /// [`Governance::vote`] by a signed request: the vote keeps its signature as evidence.
+    pub async fn vote_signed(
+        &self,
+        coop: &CoopId,
+        voter: &Did,
+        id: &str,
+        choice: &str,
+        signature: Option<gateway_core::RequestSignature>,
+    ) -> Result<VoteOutcome, Error> {
         let choice = Choice::parse(choice).ok_or_else(|| {
             Error::bad_request_field("choice", "choice must be for/approve/yes, against/reject/no or abstain")
         })?;
@@ -443,7 +457,7 @@ impl Governance {
                         format!("only members of domain '{}' vote", domain.domain_id),
                     ));
                 }
-                let replaced = tx.upsert_vote(&id, &voter, choice.as_str(), now).await?;
+                let replaced = tx.upsert_vote(&id, &voter, choice.as_str(), now, signature.as_ref()).await?;
                 let vote = VoteCast { proposal_id: &id, voter: &voter, choice: choice.as_str(), replaced };
                 emit(tx, &coop, now, CoopEvent::GovernanceVoteCast(vote)).await?;
                 Ok(VoteOutcome { choice, replaced })
@@ -461,7 +475,8 @@ impl Governance {
             Box::pin(async move {
                 let proposal = require_proposal(tx, &coop, &id).await?;
                 let domain = require_domain(tx, &coop, &proposal.domain_id).await?;
-                Ok(VotesView { tally: current_tally(tx, &proposal, &domain, now).await? })
+                let tally = current_tally(tx, &proposal, &domain, now).await?;
+                Ok(VotesView { tally, signatures: tx.vote_signatures(&id).await? })
             })
         })
         .await
@@ -822,6 +837,7 @@ async fn execute(
                 memo: Some(format!("budget: proposal {}", proposal.id)),
                 timestamp: now,
                 conversion: None,
+                request_signature: None,
             };
             record_transaction(tx, &record, Some(to)).await
         }

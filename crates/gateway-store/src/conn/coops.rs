@@ -10,7 +10,7 @@ use super::{Arg, Conn, parse_coop, parse_currency, parse_did, parse_role, to_i64
 /// Columns of `coops` plus the member count, in this order.
 pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
      c.default_currency, c.credit_limit, c.high_value_threshold, c.conversion_fee_ppm, c.quorum_percent, \
-     c.member_count";
+     c.require_signed_requests, c.member_count";
 
 /// A `coops` row: [`COOP_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -26,6 +26,7 @@ pub(crate) struct CoopRow {
     high_value_threshold: i64,
     conversion_fee_ppm: i64,
     quorum_percent: i64,
+    require_signed_requests: i64,
     member_count: i64,
 }
 
@@ -41,6 +42,7 @@ named_row!(CoopRow {
     high_value_threshold,
     conversion_fee_ppm,
     quorum_percent,
+    require_signed_requests,
     member_count
 });
 
@@ -58,6 +60,7 @@ pub(crate) fn coop_from_row(row: CoopRow) -> Result<CoopRecord, Error> {
             high_value_threshold: Amount::from_micros(row.high_value_threshold),
             conversion_fee_ppm: u32::try_from(row.conversion_fee_ppm).unwrap_or(0),
             quorum_percent: u32::try_from(row.quorum_percent).unwrap_or(50),
+            require_signed_requests: row.require_signed_requests != 0,
         },
         member_count: to_u64(row.member_count),
     })
@@ -132,8 +135,8 @@ impl CoopTx for Conn<'_> {
         let s = &r.settings;
         self.execute(
             "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, \
-             credit_limit, high_value_threshold, conversion_fee_ppm, quorum_percent) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             credit_limit, high_value_threshold, conversion_fee_ppm, quorum_percent, require_signed_requests) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             args![
                 r.id.as_str(),
                 &r.name,
@@ -145,7 +148,8 @@ impl CoopTx for Conn<'_> {
                 s.credit_limit.micros(),
                 s.high_value_threshold.micros(),
                 i64::from(s.conversion_fee_ppm),
-                i64::from(s.quorum_percent)
+                i64::from(s.quorum_percent),
+                i64::from(s.require_signed_requests)
             ],
         )
         .await
@@ -155,14 +159,15 @@ impl CoopTx for Conn<'_> {
     async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {
         self.execute(
             "UPDATE coops SET default_currency = $2, credit_limit = $3, high_value_threshold = $4, \
-             conversion_fee_ppm = $5, quorum_percent = $6 WHERE id = $1",
+             conversion_fee_ppm = $5, quorum_percent = $6, require_signed_requests = $7 WHERE id = $1",
             args![
                 coop.as_str(),
                 s.default_currency.as_str(),
                 s.credit_limit.micros(),
                 s.high_value_threshold.micros(),
                 i64::from(s.conversion_fee_ppm),
-                i64::from(s.quorum_percent)
+                i64::from(s.quorum_percent),
+                i64::from(s.require_signed_requests)
             ],
         )
         .await

@@ -362,7 +362,14 @@ impl GovTx for Conn<'_> {
         .map(|_| ())
     }
 
-    async fn upsert_vote(&mut self, proposal_id: &str, voter: &Did, choice: &str, at: u64) -> Result<bool, Error> {
+    async fn upsert_vote(
+        &mut self,
+        proposal_id: &str,
+        voter: &Did,
+        choice: &str,
+        at: u64,
+        signature: Option<&gateway_core::RequestSignature>,
+    ) -> Result<bool, Error> {
         let existed: bool = self
             .fetch_one(
                 "SELECT EXISTS (SELECT 1 FROM votes WHERE proposal_id = $1 AND voter = $2)",
@@ -370,15 +377,33 @@ impl GovTx for Conn<'_> {
             )
             .await?;
         self.execute(
-            "INSERT INTO votes (proposal_id, voter, choice, cast_at) \
-             VALUES ($1, $2, $3, $4) \
+            "INSERT INTO votes (proposal_id, voter, choice, cast_at, request_signature) \
+             VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (proposal_id, voter) \
-             DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at",
-            args![proposal_id, voter.as_str(), choice, to_i64(at)?],
+             DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at, \
+             request_signature = excluded.request_signature",
+            args![proposal_id, voter.as_str(), choice, to_i64(at)?, signature.map(super::evidence_json).transpose()?],
         )
         .await
         .map(|_| ())?;
         Ok(existed)
+    }
+
+    async fn vote_signatures(
+        &mut self,
+        proposal_id: &str,
+    ) -> Result<Vec<(Did, gateway_core::RequestSignature)>, Error> {
+        let rows: Vec<(String, String)> = self
+            .fetch_all(
+                "SELECT voter, request_signature FROM votes \
+                 WHERE proposal_id = $1 AND request_signature IS NOT NULL \
+                 ORDER BY voter",
+                args![proposal_id],
+            )
+            .await?;
+        rows.into_iter()
+            .map(|(voter, signature)| Ok((parse_did(&voter)?, super::parse_evidence(&signature)?)))
+            .collect()
     }
 
     async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error> {

@@ -11,7 +11,7 @@ use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
 
 /// Columns of `transactions`, in this order.
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, \
-     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount";
+     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount, request_signature";
 
 /// A `transactions` row: [`TRANSACTION_COLUMNS`] (the conversion leg's five all set or all null).
 #[derive(Debug, sqlx::FromRow)]
@@ -30,6 +30,7 @@ pub(crate) struct TransactionRow {
     gross_target_amount: Option<i64>,
     fee_amount: Option<i64>,
     net_target_amount: Option<i64>,
+    request_signature: Option<String>,
 }
 
 named_row!(TransactionRow {
@@ -46,7 +47,8 @@ named_row!(TransactionRow {
     rate,
     gross_target_amount,
     fee_amount,
-    net_target_amount
+    net_target_amount,
+    request_signature
 });
 
 pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRecord, Error> {
@@ -71,6 +73,7 @@ pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRec
         memo: row.memo,
         timestamp: to_u64(row.timestamp),
         conversion,
+        request_signature: row.request_signature.as_deref().map(super::parse_evidence).transpose()?,
     })
 }
 
@@ -269,7 +272,7 @@ impl LedgerTx for Conn<'_> {
         let leg = r.conversion.as_ref();
         let sql = format!(
             "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         );
         self.execute(
             &sql,
@@ -287,7 +290,8 @@ impl LedgerTx for Conn<'_> {
                 leg.map(|l| l.rate.micros()),
                 leg.map(|l| l.gross_target_amount.micros()),
                 leg.map(|l| l.fee_amount.micros()),
-                leg.map(|l| l.net_target_amount.micros())
+                leg.map(|l| l.net_target_amount.micros()),
+                r.request_signature.as_ref().map(super::evidence_json).transpose()?
             ],
         )
         .await

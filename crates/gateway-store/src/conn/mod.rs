@@ -369,6 +369,16 @@ pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
     Did::parse(text).map_err(|e| Error::Internal(format!("stored DID '{text}' is invalid: {e}")))
 }
 
+/// The evidence of a signed request, stored as its JSON (contract 11).
+pub(crate) fn parse_evidence(text: &str) -> Result<gateway_core::RequestSignature, Error> {
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored request signature is invalid: {e}")))
+}
+
+/// The JSON a request signature is stored as.
+pub(crate) fn evidence_json(evidence: &gateway_core::RequestSignature) -> Result<String, Error> {
+    serde_json::to_string(evidence).map_err(|e| Error::Internal(format!("serialising a request signature: {e}")))
+}
+
 pub(crate) fn parse_coop(text: &str) -> Result<CoopId, Error> {
     CoopId::parse(text).map_err(|e| Error::Internal(format!("stored coop id '{text}' is invalid: {e}")))
 }

@@ -25,7 +25,14 @@ fn hours() -> Currency {
 }
 
 fn payment(from: u32, to: u32, amount: Amount) -> PaymentRequest {
-    PaymentRequest { from: did(from).to_string(), to: did(to).to_string(), amount, currency: None, memo: None }
+    PaymentRequest {
+        from: did(from).to_string(),
+        to: did(to).to_string(),
+        amount,
+        currency: None,
+        memo: None,
+        request_signature: None,
+    }
 }
 
 async fn balance(f: &Fixture, coop: &CoopId, n: u32) -> Amount {
@@ -594,6 +601,7 @@ async fn run_ops(f: &Fixture, ops: Vec<Op>) {
                         max_target_amount: None,
                         min_target_amount: None,
                         quote_id: None,
+                        request_signature: None,
                     },
                     None,
                 )
@@ -636,14 +644,40 @@ async fn upserts_tell_whether_the_row_existed(backend: Backend) {
             Ok((
                 tx.upsert_edge(&edge(0.5)).await?,
                 tx.upsert_edge(&edge(0.7)).await?,
-                tx.upsert_vote("p1", &did(1), "for", 1).await?,
-                tx.upsert_vote("p1", &did(1), "against", 2).await?,
+                tx.upsert_vote("p1", &did(1), "for", 1, None).await?,
+                tx.upsert_vote("p1", &did(1), "against", 2, None).await?,
             ))
         })
     })
     .await
     .unwrap();
     assert_eq!(answers, (false, true, false, true));
+    // A signed vote keeps its signature; replacing it unsigned clears it.
+    let signatures = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let signature = sample_signature();
+            tx.upsert_vote("p1", &did(2), "for", 3, Some(&signature)).await?;
+            let kept = tx.vote_signatures("p1").await?;
+            tx.upsert_vote("p1", &did(2), "abstain", 4, None).await?;
+            Ok((kept, tx.vote_signatures("p1").await?))
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(signatures, (vec![(did(2), sample_signature())], vec![]));
+}
+
+/// A request signature as a signed payment or vote keeps it (contract 11).
+fn sample_signature() -> gateway_core::RequestSignature {
+    gateway_core::RequestSignature {
+        signature_input: r#"sig1=("@method" "@authority" "@path" "content-digest");created=1;expires=61;nonce="0123456789abcdef";keyid="did:key:z6Mk";alg="ed25519";tag="icn-gateway""#.into(),
+        signature: "sig1=:AAAA:".into(),
+        content_digest: Some("sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:".into()),
+        method: "POST".into(),
+        authority: "gateway.example".into(),
+        path: "/v1/ledger/c1/payment".into(),
+        query: Some("x=1".into()),
+    }
 }
 
 async fn pruning_keeps_each_coops_last_events(backend: Backend) {
@@ -656,6 +690,7 @@ async fn pruning_keeps_each_coops_last_events(backend: Backend) {
             amount: units(1),
             currency: None,
             memo: None,
+            request_signature: None,
         };
         f.ledger.pay(&coop, pay, None).await.unwrap();
     }
@@ -700,6 +735,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
             fee_amount: units(1),
             net_target_amount: units(19),
         }),
+        request_signature: Some(sample_signature()),
     };
     let rate = RateRecord {
         from_currency: hours(),

@@ -249,6 +249,7 @@ async fn concurrent_payments_respect_the_floor(backend: Backend) {
                     amount: Amount::from_units(300),
                     currency: None,
                     memo: None,
+                    request_signature: None,
                 };
                 f.ledger.pay(&coop, request, None).await
             }
@@ -291,6 +292,7 @@ async fn crossing_batches_all_commit(backend: Backend) {
                         amount: Amount::from_units(1),
                         currency: None,
                         memo: None,
+                        request_signature: None,
                     })
                     .collect();
                 f.ledger.batch(&coop, items, true, None).await

@@ -9,7 +9,14 @@ use super::{N, Round};
 use crate::support::did;
 
 fn payment(from: u32, to: u32, amount: Amount) -> PaymentRequest {
-    PaymentRequest { from: did(from).to_string(), to: did(to).to_string(), amount, currency: None, memo: None }
+    PaymentRequest {
+        from: did(from).to_string(),
+        to: did(to).to_string(),
+        amount,
+        currency: None,
+        memo: None,
+        request_signature: None,
+    }
 }
 
 /// n payments from `did(0)` (balance 0, floor -1000) of 150–400 units each, to distinct payees:
