@@ -3,7 +3,7 @@
 //! Every failure a client can see becomes `{"error", "code", "details"}` here, with the status the
 //! contract fixes for the code. Internal errors reach the client as an opaque message; their cause
 //! is attached to the response as an extension and logged once, with the request id, by the
-//! `log_internal_errors` middleware.
+//! edge middleware (`edge::observe`), which also counts an oversized body as misbehaviour.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +25,13 @@ pub enum ApiError {
     /// 405: the path exists, the method does not.
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// 408: the request's body did not arrive within the body deadline.
+    #[error("the request's body did not arrive in time")]
+    BodyTimeout,
+    /// 401: a request signature was refused, or a required one is missing (contract 11);
+    /// `details.reason` names why, and the answer carries `Accept-Signature`.
+    #[error("{0}")]
+    RequestSignature(gateway_httpsig::Failure),
 }
 
 /// The cause of an internal error, carried to the logging middleware in response extensions.
@@ -38,6 +45,8 @@ impl ApiError {
             ApiError::Core(e) => e.code(),
             ApiError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::BodyTimeout => ErrorCode::RequestTimeout,
+            ApiError::RequestSignature(_) => ErrorCode::AuthenticationFailed,
         }
     }
 
@@ -59,6 +68,7 @@ impl ApiError {
         let Self::Core(err) = self else {
             return match self {
                 ApiError::PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }).into(),
+                ApiError::RequestSignature(failure) => json!({ "reason": failure.reason() }).into(),
                 _ => json!({}).into(),
             };
         };
@@ -139,6 +149,10 @@ impl IntoResponse for ApiError {
             ApiError::Core(Error::AuthenticationFailed(_)) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
+            ApiError::RequestSignature(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                headers.insert("accept-signature", HeaderValue::from_static(gateway_httpsig::ACCEPT_SIGNATURE));
+            }
             ApiError::Core(Error::RateLimited { retry_after_secs, .. }) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
@@ -147,6 +161,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::Core(Error::Internal(cause) | Error::ServiceUnavailable(cause)) => {
                 response.extensions_mut().insert(InternalCause(cause.clone()));
+            }
+            ApiError::PayloadTooLarge { .. } => {
+                response.extensions_mut().insert(gateway_limits::Violation::OversizedBody);
             }
             _ => {}
         }

@@ -14,11 +14,85 @@ use bytes::Bytes;
 use gateway_core::Error;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::future::Future as _;
 
 use crate::error::ApiError;
 
 /// The request body limit, 1 MiB.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
+
+/// How long a request's body may take to arrive once its head has (contract 1).
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A body that could not be read, as the contract answers it: over the limit 413, past its
+/// deadline 408, anything else 400.
+pub(crate) fn body_rejection(rejection: BytesRejection) -> ApiError {
+    match rejection {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+            ApiError::PayloadTooLarge { limit_bytes: BODY_LIMIT_BYTES }
+        }
+        other if timed_out(&other) => ApiError::BodyTimeout,
+        other => Error::bad_request(format!("could not read the request body: {other}")).into(),
+    }
+}
+
+/// Whether an error, or one of its sources, is a body deadline passing.
+pub(crate) fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if error.is::<BodyTimedOut>() {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// The error a [`Deadline`] body yields once its time is up.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+pub struct BodyTimedOut;
+
+/// A request body that must arrive whole by a deadline: past it, reading yields
+/// [`BodyTimedOut`], which the extractors answer 408.
+#[derive(Debug)]
+pub struct Deadline {
+    inner: axum::body::Body,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Deadline {
+    /// `body`, due within `within` from now.
+    pub fn new(body: axum::body::Body, within: std::time::Duration) -> Self {
+        Self { inner: body, sleep: Box::pin(tokio::time::sleep(within)) }
+    }
+}
+
+impl http_body::Body for Deadline {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let std::task::Poll::Ready(frame) = std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            return std::task::Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match self.sleep.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Some(Err(Box::new(BodyTimedOut)))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// A JSON request body (extractor) or response body (responder).
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,12 +109,7 @@ where
         if !has_json_content_type(req.headers()) {
             return Err(Error::bad_request("expected a JSON body with Content-Type: application/json").into());
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| match rejection {
-            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                ApiError::PayloadTooLarge { limit_bytes: BODY_LIMIT_BYTES }
-            }
-            other => Error::bad_request(format!("could not read the request body: {other}")).into(),
-        })?;
+        let bytes = Bytes::from_request(req, state).await.map_err(body_rejection)?;
         parse_json(&bytes).map(Json)
     }
 }
@@ -57,12 +126,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
         if !has_json_content_type(req.headers()) {
             return Err(Error::bad_request("expected a JSON body with Content-Type: application/json").into());
         }
-        Bytes::from_request(req, state).await.map(JsonBytes).map_err(|rejection| match rejection {
-            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                ApiError::PayloadTooLarge { limit_bytes: BODY_LIMIT_BYTES }
-            }
-            other => Error::bad_request(format!("could not read the request body: {other}")).into(),
-        })
+        Bytes::from_request(req, state).await.map(JsonBytes).map_err(body_rejection)
     }
 }
 

@@ -6,6 +6,7 @@
 //! streams are served by `gateway-ws`, whose router is merged in by the binary.
 
 pub mod caller;
+pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod limits;
@@ -13,10 +14,11 @@ pub mod membership;
 pub mod middleware;
 pub mod openapi;
 pub mod routes;
+pub mod serve;
+pub mod signing;
 pub mod state;
 
 use std::future::Future;
-use std::net::SocketAddr;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -33,7 +35,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub use caller::{Authorized, Caller};
 pub use error::{ApiError, ApiResult};
-pub use state::{AppState, CorsMode, HttpConfig, Services};
+pub use state::{AppState, Cluster, CorsMode, HttpConfig, Services};
 
 use crate::middleware::REQUEST_ID;
 use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};
@@ -151,7 +153,10 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         extra
     };
     let (protected, protected_api) = protected_routes().split_for_parts();
-    let protected = protected.route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
+    // Route layers run outermost last: authentication first, then the request signature.
+    let protected = protected
+        .route_layer(from_fn_with_state(state.clone(), signing::request_signatures))
+        .route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
     let mut doc = openapi::ApiDoc::openapi();
     doc.merge(login_api);
     doc.merge(probe_api);
@@ -162,6 +167,8 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
 
     let tls = state.config.tls;
     let cors = middleware::cors_layer(&state.config);
+    let limits = state.limits.clone();
+    let observed = state.clone();
     Router::new()
         .merge(login)
         .merge(probes)
@@ -174,13 +181,25 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
         .layer(
             ServiceBuilder::new()
+                .layer(from_fn_with_state(limits, edge::keep_trusted_request_id))
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-                .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                    let request_id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-                    tracing::info_span!("request", method = %request.method(), path = request.uri().path(), request_id)
-                }))
+                // A span per request, so that whatever a handler logs carries the request id; the
+                // one access line and the one error line per request are `edge::observe`'s.
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(|request: &Request<_>| {
+                            let request_id =
+                                request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                            tracing::info_span!("request", request_id)
+                        })
+                        .on_request(())
+                        .on_response(())
+                        .on_body_chunk(())
+                        .on_eos(())
+                        .on_failure(()),
+                )
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-                .layer(from_fn(middleware::log_internal_errors))
+                .layer(from_fn_with_state(observed, edge::observe))
                 .layer(from_fn_with_state(tls, middleware::security_headers))
                 .layer(cors)
                 .layer(from_fn(middleware::refuse_declared_oversize))
@@ -196,13 +215,12 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+/// Serves `app` on `listener` with the edge's default limits (contract 1's timeouts, a cap on
+/// connections per address) until `shutdown` resolves, then lets in-flight requests finish.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve::serve(listener, app, serve::EdgeLimits::default(), shutdown).await
 }

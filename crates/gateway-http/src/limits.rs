@@ -1,10 +1,13 @@
-//! The three rate-limiting layers wired into HTTP: per client IP on the login routes, per token
+//! The three rate-limiting layers wired into HTTP: per client IP on the public routes, per token
 //! DID on every authenticated route (with the `X-RateLimit-*` headers), and the velocity layer
 //! on payment-creating routes.
 //!
 //! The limiters themselves are `gateway-limits`'; this module picks keys and quotas, finds the
 //! client IP (believing `X-Forwarded-For` only from configured proxies), and turns denials into
-//! the contract's 429.
+//! the contract's 429. In a cluster every layer counts in the shared backend (Redis), and this
+//! module applies contract 10's fallbacks when it cannot answer: the IP and DID layers count on
+//! this replica's own limiters, and payments are refused 503 unless the velocity fallback is
+//! `local`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -16,12 +19,23 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Did, Error, RateLimitLayer};
 use gateway_limits::{
-    Admission, Clock, DidLimiter, DidTier, IpLimiter, TrustClass, TrustScores, VelocityLimiter, VelocityPermit,
-    did_limiter, ip_limiter, ip_quota, public_read_quota,
+    Admission, Clock, DidLimiter, DidTier, IpLimiter, Quota, SharedBackend, SharedLimits, SharedPermit, TrustClass,
+    TrustScores, VelocityDenied, VelocityLimiter, VelocityPermit, did_limiter, ip_limiter, ip_quota, public_read_quota,
 };
 use ipnet::IpNet;
 
 use crate::error::ApiError;
+
+/// What payments do while the shared backend cannot count them (`--redis-velocity-fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VelocityFallback {
+    /// Refuse payment-creating requests with 503 rather than skip the velocity limit.
+    #[default]
+    Deny,
+    /// Count them on this replica's own velocity limiter (each replica then allows the full
+    /// hourly limit during the outage).
+    Local,
+}
 
 /// The limiters and what they need to pick quotas.
 pub struct RateLimits {
@@ -29,9 +43,48 @@ pub struct RateLimits {
     public: IpLimiter<Arc<dyn Clock>>,
     did: DidLimiter<Arc<dyn Clock>>,
     velocity: VelocityLimiter<Arc<dyn Clock>>,
+    /// The cluster's shared counts, when replicas share them.
+    shared: Option<SharedLimits<Arc<dyn Clock>>>,
+    velocity_fallback: VelocityFallback,
+    clock: Arc<dyn Clock>,
     scores: Arc<dyn TrustScores>,
     trusted_proxies: Vec<IpNet>,
     wall_clock: Arc<dyn gateway_core::Clock>,
+}
+
+/// Which per-address bucket a public route draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressBucket {
+    /// Challenge and verify: the spec's bucket (burst 20, 2 per second).
+    Login,
+    /// Coop stats, DID resolution, the WebSocket upgrades: [`public_read_quota`].
+    PublicRead,
+}
+
+/// Payments admitted by the velocity layer, counted until [`cancel`](Self::cancel) gives them
+/// back (when the payment did not go through).
+#[derive(Debug)]
+#[must_use = "dropping permits keeps the payments counted; cancel them if the payment fails"]
+pub enum VelocityPermits<'a> {
+    /// Counted on this replica.
+    Local(Vec<VelocityPermit<'a>>),
+    /// Counted in the shared backend.
+    Shared(SharedPermit),
+}
+
+impl VelocityPermits<'_> {
+    /// Un-counts the payments. A shared backend that cannot be reached keeps them counted (the
+    /// limit errs on the strict side) and the failure is counted in the backend error metric.
+    pub async fn cancel(self, limits: &RateLimits) {
+        match self {
+            VelocityPermits::Local(permits) => permits.into_iter().for_each(VelocityPermit::cancel),
+            VelocityPermits::Shared(permit) => {
+                if let Some(shared) = &limits.shared {
+                    let _ = shared.cancel_payments(&permit).await;
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for RateLimits {
@@ -65,11 +118,27 @@ impl RateLimits {
             ip: ip_limiter(clock.clone()),
             public: ip_limiter(clock.clone()),
             did: did_limiter(clock.clone()),
-            velocity: VelocityLimiter::new(clock),
+            velocity: VelocityLimiter::new(clock.clone()),
+            shared: None,
+            velocity_fallback: VelocityFallback::Deny,
+            clock,
             scores,
             trusted_proxies,
             wall_clock,
         }
+    }
+
+    /// Counts every layer in `backend`, shared with the other replicas, with this replica's
+    /// limiters as the fallback of the request layers and `velocity_fallback` for payments.
+    pub fn with_shared(mut self, backend: Arc<dyn SharedBackend>, velocity_fallback: VelocityFallback) -> Self {
+        self.shared = Some(SharedLimits::new(backend, self.clock.clone()));
+        self.velocity_fallback = velocity_fallback;
+        self
+    }
+
+    /// `Some(answering)` when a shared backend is configured, for health reports.
+    pub fn shared_backend_up(&self) -> Option<bool> {
+        self.shared.as_ref().map(SharedLimits::is_available)
     }
 
     /// Rebuilds the velocity windows from the durable ledger: `payments` are (payer, Unix
@@ -85,7 +154,11 @@ impl RateLimits {
 
     /// Drops idle keys of every layer (called from a timer task).
     pub fn evict_idle(&self) -> usize {
-        self.ip.evict_idle() + self.public.evict_idle() + self.did.evict_idle() + self.velocity.evict_idle()
+        self.ip.evict_idle()
+            + self.public.evict_idle()
+            + self.did.evict_idle()
+            + self.velocity.evict_idle()
+            + self.shared.as_ref().map_or(0, SharedLimits::evict_idle)
     }
 
     /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
@@ -104,24 +177,40 @@ impl RateLimits {
         forwarded.into_iter().rev().find(|ip| !self.is_trusted(*ip)).unwrap_or(peer)
     }
 
-    fn is_trusted(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is one of the configured trusted proxies.
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|net| net.contains(&ip))
     }
 
-    /// The IP layer of the login routes.
-    pub fn check_ip(&self, ip: IpAddr) -> Result<(), ApiError> {
-        check_address(&self.ip, ip_quota(), ip, "too many requests from this IP")
-    }
-
-    /// The IP layer of the public reads, a bucket of its own (`public_read_quota`).
-    pub fn check_public_read(&self, ip: IpAddr) -> Result<(), ApiError> {
-        check_address(&self.public, public_read_quota(), ip, "too many public requests from this IP")
+    /// The IP layer: one request from `ip` against `bucket`.
+    pub async fn check_address(&self, bucket: AddressBucket, ip: IpAddr) -> Result<(), ApiError> {
+        let (limiter, quota, namespace, message) = match bucket {
+            AddressBucket::Login => (&self.ip, ip_quota(), "login", "too many requests from this IP"),
+            AddressBucket::PublicRead => {
+                (&self.public, public_read_quota(), "public", "too many public requests from this IP")
+            }
+        };
+        let key = gateway_limits::ip_key(ip);
+        let decision =
+            match self.shared_check(gateway_limits::policy::LAYER_IP, || format!("{namespace}:{key}"), quota).await {
+                Some(decision) => decision,
+                None => limiter.check(&key, quota),
+            };
+        decision
+            .map(|_| ())
+            .map_err(|denial| rate_limited(RateLimitLayer::Ip, message, denial.limit, denial.retry_after_secs(), None))
     }
 
     /// The DID layer: the admission gives the `X-RateLimit-*` headers.
-    pub fn check_did(&self, did: &Did) -> Result<Admission, (ApiError, u32)> {
+    pub async fn check_did(&self, did: &Did) -> Result<Admission, (ApiError, u32)> {
         let tier = DidTier::from_score(self.scores.score(did.as_str()));
-        self.did.check(did.as_str(), tier.quota()).map_err(|denial| {
+        let quota = tier.quota();
+        let decision =
+            match self.shared_check(gateway_limits::policy::LAYER_DID, || did.as_str().to_owned(), quota).await {
+                Some(decision) => decision,
+                None => self.did.check(did.as_str(), quota),
+            };
+        decision.map_err(|denial| {
             let limit = denial.limit;
             let error = rate_limited(
                 RateLimitLayer::Did,
@@ -134,18 +223,49 @@ impl RateLimits {
         })
     }
 
-    /// The velocity layer for a payer; the permit must be cancelled if the payment fails.
-    pub fn check_velocity<'a>(&'a self, payer: &'a Did) -> Result<VelocityPermit<'a>, ApiError> {
+    /// The shared backend's decision, or `None` when there is no backend or it did not answer
+    /// (the caller then decides locally; the failure is already counted).
+    async fn shared_check(
+        &self,
+        layer: &'static str,
+        key: impl FnOnce() -> String,
+        quota: Quota,
+    ) -> Option<Result<Admission, gateway_limits::Denial>> {
+        self.shared.as_ref()?.check(layer, &key(), quota).await.ok()
+    }
+
+    /// The velocity layer for `n` payments of a payer, all or none; the permits must be
+    /// cancelled if the payments fail. With a shared backend that cannot answer, payments are
+    /// refused 503 (or counted locally, by configuration).
+    pub async fn check_velocity<'a>(&'a self, payer: &'a Did, n: usize) -> Result<VelocityPermits<'a>, ApiError> {
         let class = TrustClass::from_score(self.scores.score(payer.as_str()));
-        self.velocity.check(payer.as_str(), class).map_err(|denied| {
-            rate_limited(
-                RateLimitLayer::Velocity,
-                &denied.to_string(),
-                denied.limit,
-                denied.retry_after_secs(),
-                Some(u64::from(denied.count)),
-            )
-        })
+        let Some(count) = u32::try_from(n).ok().and_then(std::num::NonZeroU32::new) else {
+            return Ok(VelocityPermits::Local(Vec::new()));
+        };
+        if let Some(shared) = &self.shared {
+            match shared.admit_payments(payer.as_str(), count, class.hourly_limit()).await {
+                Ok(Ok(permit)) => return Ok(VelocityPermits::Shared(permit)),
+                Ok(Err(denied)) => return Err(velocity_denied(denied)),
+                Err(unavailable) if self.velocity_fallback == VelocityFallback::Deny => {
+                    return Err(Error::ServiceUnavailable(format!(
+                        "payments are paused: the shared velocity limit cannot be checked ({unavailable})"
+                    ))
+                    .into());
+                }
+                Err(_) => {}
+            }
+        }
+        let mut permits = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.velocity.check(payer.as_str(), class) {
+                Ok(permit) => permits.push(permit),
+                Err(denied) => {
+                    permits.into_iter().for_each(VelocityPermit::cancel);
+                    return Err(velocity_denied(denied));
+                }
+            }
+        }
+        Ok(VelocityPermits::Local(permits))
     }
 
     /// Writes the DID layer's headers.
@@ -163,6 +283,16 @@ impl RateLimits {
     }
 }
 
+fn velocity_denied(denied: VelocityDenied) -> ApiError {
+    rate_limited(
+        RateLimitLayer::Velocity,
+        &denied.to_string(),
+        denied.limit,
+        denied.retry_after_secs(),
+        Some(u64::from(denied.count)),
+    )
+}
+
 fn rate_limited(
     layer: RateLimitLayer,
     message: &str,
@@ -173,45 +303,30 @@ fn rate_limited(
     Error::RateLimited { message: message.to_owned(), layer, limit: u64::from(limit), retry_after_secs, count }.into()
 }
 
-/// One IP bucket's check: the address counted under its key (IPv6 by /64), a denial as the
-/// contract's 429 with layer `ip`.
-fn check_address(
-    limiter: &IpLimiter<Arc<dyn Clock>>,
-    quota: gateway_limits::Quota,
-    ip: IpAddr,
-    message: &str,
-) -> Result<(), ApiError> {
-    limiter
-        .check(&gateway_limits::ip_key(ip), quota)
-        .map(|_| ())
-        .map_err(|denial| rate_limited(RateLimitLayer::Ip, message, denial.limit, denial.retry_after_secs(), None))
-}
-
 /// Middleware of the unauthenticated login routes: the IP layer, before any other work.
 pub async fn ip_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    limit_by_address(&limits, RateLimits::check_ip, request, next).await
+    limit_by_address(&limits, AddressBucket::Login, request, next).await
 }
 
 /// Middleware of the public reads and the WebSocket upgrade: the IP layer with the public-read
 /// bucket, before any other work. (Health and readiness probes are not limited.)
 pub async fn public_read_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    limit_by_address(&limits, RateLimits::check_public_read, request, next).await
+    limit_by_address(&limits, AddressBucket::PublicRead, request, next).await
 }
 
-/// Runs `check` on the client's address (the peer, or what a trusted proxy forwarded), then the
-/// request, or answers the denial.
-async fn limit_by_address(
-    limits: &RateLimits,
-    check: fn(&RateLimits, IpAddr) -> Result<(), ApiError>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The client's address as the gateway sees it: the peer, or what a trusted proxy forwarded.
+pub fn request_client_ip(limits: &RateLimits, request: &Request) -> IpAddr {
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip())
         .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-    match check(limits, limits.client_ip(peer, request.headers())) {
+    limits.client_ip(peer, request.headers())
+}
+
+/// Checks the client's address against `bucket`, then runs the request, or answers the denial.
+async fn limit_by_address(limits: &RateLimits, bucket: AddressBucket, request: Request, next: Next) -> Response {
+    match limits.check_address(bucket, request_client_ip(limits, &request)).await {
         Ok(()) => next.run(request).await,
         Err(denial) => denial.into_response(),
     }

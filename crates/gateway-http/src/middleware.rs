@@ -10,10 +10,9 @@ use axum::response::{IntoResponse, Response};
 use gateway_auth::Authenticator;
 use gateway_core::Error;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::request_id::RequestId;
 
 use crate::caller::Caller;
-use crate::error::{ApiError, InternalCause};
+use crate::error::ApiError;
 use crate::state::{AppState, CorsMode, HttpConfig};
 
 /// Verifies the bearer token of a protected route, applies the DID rate-limit layer, the
@@ -26,11 +25,23 @@ use crate::state::{AppState, CorsMode, HttpConfig};
 /// ([`identity_route`]): every other protected route answers it 403 with
 /// `details.reason = "identity_only"`, so a route added later is closed to it by default.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let mut caller = match bearer_token(&request).and_then(|token| verify(&state.auth, token)) {
-        Ok(caller) => caller,
+    let token = match bearer_token(&request) {
+        Ok(token) => token,
         Err(err) => return err.into_response(),
     };
-    let admission = match state.limits.check_did(&caller.did) {
+    let mut caller = match verify(&state.auth, token) {
+        Ok(caller) => caller,
+        Err(err) => {
+            let forged = err == gateway_auth::AuthError::InvalidToken;
+            let mut response = ApiError::from(Error::from(err)).into_response();
+            if forged {
+                // Not one of ours (an expired one of ours is not misbehaviour).
+                response.extensions_mut().insert(gateway_limits::Violation::ForgedToken);
+            }
+            return response;
+        }
+    };
+    let admission = match state.limits.check_did(&caller.did).await {
         Ok(admission) => admission,
         Err((err, limit)) => {
             let retry = match &err {
@@ -126,11 +137,10 @@ fn bearer_token(request: &Request) -> Result<&str, ApiError> {
     }
 }
 
-/// Verifies a token into a [`Caller`], counting failures.
-pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, ApiError> {
-    let verified = auth.tokens().verify(token).map_err(|err| {
+/// Verifies a token into a [`Caller`], counting failures by reason.
+pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, gateway_auth::AuthError> {
+    let verified = auth.tokens().verify(token).inspect_err(|err| {
         metrics::counter!("icn_gateway_auth_failures_total", "reason" => err.reason()).increment(1);
-        ApiError::from(Error::from(err))
     })?;
     Ok(Caller {
         did: verified.did,
@@ -158,23 +168,6 @@ pub async fn security_headers(State(tls): State<bool>, request: Request, next: N
     if tls {
         headers
             .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
-    }
-    response
-}
-
-/// Logs the cause of an internal error once, with the request id; the client only ever sees the
-/// opaque message.
-pub async fn log_internal_errors(request: Request, next: Next) -> Response {
-    let request_id = request
-        .extensions()
-        .get::<RequestId>()
-        .and_then(|id| id.header_value().to_str().ok())
-        .unwrap_or("-")
-        .to_owned();
-    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let response = next.run(request).await;
-    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
-        tracing::error!(request_id, %method, path, status = response.status().as_u16(), cause, "request failed");
     }
     response
 }

@@ -32,7 +32,6 @@ pub struct ErrorBody {
          (name = "trust", description = "Trust edges between DIDs and the scores computed from them"),
          (name = "compute", description = "CCL tasks: submission, the executor protocol, results and cancellation"),
          (name = "notifications", description = "The caller's notifications in the token's cooperative"),
-         (name = "events", description = "The per-cooperative WebSocket event stream"),
          (name = "operations", description = "Health and readiness")),
 )]
 pub struct ApiDoc;

@@ -42,11 +42,25 @@ pub struct HttpConfig {
     pub tls: bool,
     /// Version reported by the health route.
     pub version: &'static str,
+    /// Whether HTTP metrics are recorded (off: the edge records nothing; for measuring their
+    /// cost, or a gateway nobody scrapes).
+    pub metrics: bool,
+    /// When a misbehaving client address is quarantined.
+    pub quarantine: gateway_limits::QuarantinePolicy,
+    /// How long a request's body may take to arrive once its head has (contract 1: 30 s).
+    pub body_timeout: std::time::Duration,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { cors: CorsMode::Production { origin: None }, tls: false, version: env!("CARGO_PKG_VERSION") }
+        Self {
+            cors: CorsMode::Production { origin: None },
+            tls: false,
+            version: env!("CARGO_PKG_VERSION"),
+            metrics: true,
+            quarantine: gateway_limits::QuarantinePolicy::default(),
+            body_timeout: crate::extract::BODY_TIMEOUT,
+        }
     }
 }
 
@@ -112,6 +126,12 @@ pub struct Services {
     pub compute: gateway_domain::tasks::Compute,
     /// The rate-limiting layers.
     pub limits: Arc<RateLimits>,
+    /// Request-signature nonces seen (in memory, or shared through Redis).
+    pub nonces: Arc<dyn gateway_auth::NonceStore>,
+    /// Protocol violations per client address, and the quarantined ones.
+    pub misbehavior: Arc<gateway_limits::Misbehavior<Arc<dyn gateway_limits::Clock>>>,
+    /// HTTP metric handles by route.
+    pub http_metrics: crate::edge::HttpMetrics,
     /// Per-request membership checks.
     pub membership: Arc<MembershipCache>,
     /// HTTP settings.
@@ -157,6 +177,32 @@ pub struct AssembleOptions {
     pub membership_ttl: std::time::Duration,
     /// The governance signing key, if unlocked.
     pub receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
+    /// What replicas share when several serve one network; `None` keeps it all in this process.
+    pub cluster: Option<Cluster>,
+}
+
+/// The state several replicas share (contract 10 "Cluster"): in practice Redis.
+#[derive(Clone)]
+pub struct Cluster {
+    /// Where the three limit layers count.
+    pub limits: Arc<dyn gateway_limits::SharedBackend>,
+    /// Where login challenges live, so any replica verifies any challenge, once.
+    pub challenges: Arc<dyn gateway_auth::ChallengeStore>,
+    /// Where request-signature nonces are remembered.
+    pub nonces: Arc<dyn gateway_auth::NonceStore>,
+    /// What payments do while the shared limits cannot be reached.
+    pub velocity_fallback: crate::limits::VelocityFallback,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("limits", &self.limits)
+            .field("challenges", &self.challenges)
+            .field("nonces", &self.nonces)
+            .field("velocity_fallback", &self.velocity_fallback)
+            .finish()
+    }
 }
 
 /// The limiter's view of trust: scores from the trust graph.
@@ -208,9 +254,17 @@ pub async fn assemble<S: GatewayStore>(
     let resolver: Arc<dyn DidResolver> = Arc::new(gateway_core::KeyDidResolver);
     let tokens =
         Arc::new(gateway_auth::TokenService::new(options.token, clock.clone()).map_err(gateway_core::Error::from)?);
+    let challenges: Arc<dyn gateway_auth::ChallengeStore> = match &options.cluster {
+        Some(cluster) => cluster.challenges.clone(),
+        None => Arc::new(gateway_auth::challenge::MemoryChallengeStore::default()),
+    };
+    let nonces: Arc<dyn gateway_auth::NonceStore> = match &options.cluster {
+        Some(cluster) => cluster.nonces.clone(),
+        None => Arc::new(gateway_auth::MemoryNonceStore::default()),
+    };
     let auth = Authenticator::new(
         resolver.clone(),
-        Arc::new(gateway_auth::challenge::MemoryChallengeStore::default()),
+        challenges,
         tokens,
         gateway_auth::ScopePolicy::new(store.clone(), options.open_enrollment),
         clock.clone(),
@@ -233,12 +287,14 @@ pub async fn assemble<S: GatewayStore>(
     )
     .with_membership_observer(membership.clone());
     let compute = gateway_domain::tasks::Compute::new(store.clone(), store.clone(), graph.clone(), clock.clone());
-    let limits = Arc::new(RateLimits::new(
-        options.limiter_clock,
-        clock.clone(),
-        Arc::new(GraphScores(graph)),
-        options.trusted_proxies,
-    ));
+    let misbehavior =
+        Arc::new(gateway_limits::Misbehavior::new(options.limiter_clock.clone(), options.http.quarantine));
+    let mut limits =
+        RateLimits::new(options.limiter_clock, clock.clone(), Arc::new(GraphScores(graph)), options.trusted_proxies);
+    if let Some(cluster) = &options.cluster {
+        limits = limits.with_shared(cluster.limits.clone(), cluster.velocity_fallback);
+    }
+    let limits = Arc::new(limits);
     // Velocity counts survive a restart: every payer's sliding hour is rebuilt from the ledger.
     let now = clock.now_unix_secs();
     let recent = ledger.payments_since(now.saturating_sub(gateway_limits::VELOCITY_WINDOW.as_secs())).await?;
@@ -255,6 +311,9 @@ pub async fn assemble<S: GatewayStore>(
         governance,
         compute,
         limits,
+        nonces,
+        misbehavior,
+        http_metrics: crate::edge::HttpMetrics::new(options.http.metrics),
         membership,
         config: Arc::new(options.http),
         started_at: Instant::now(),

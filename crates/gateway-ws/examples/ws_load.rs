@@ -180,6 +180,7 @@ async fn server(options: Options) {
         membership: store.clone(),
         open_enrollment: false,
         clock,
+        misbehavior: None,
     };
     let mut config = WsConfig::default();
     if let Some(bytes) = options.read_buffer {
@@ -246,6 +247,7 @@ async fn produce(ledger: &Ledger, coop: &CoopId, rate: u64, seconds: u64) -> u64
             amount: Amount::from_units(1),
             currency: None,
             memo: Some(now_micros().to_string()),
+            request_signature: None,
         };
         ledger.pay(coop, request, None).await.expect("pay");
     }

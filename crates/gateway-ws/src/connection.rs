@@ -335,7 +335,15 @@ where
                 Ok(ClientFrame::Ping) => self.out.push_server(&ServerFrame::Pong),
                 Err(err) => self.error(format!("malformed frame: {err}")),
             },
-            Frame::Binary(_) => self.error("binary frames are not supported: send JSON text frames".into()),
+            Frame::Binary(_) => {
+                self.begin_close(
+                    None,
+                    crate::protocol::CLOSE_UNSUPPORTED_DATA,
+                    "binary frames are not supported",
+                    None,
+                );
+            }
+            Frame::Violation { code, reason } => self.begin_close(None, code, reason, None),
             // The WebSocket layer answers pings itself; both count as signs of life.
             Frame::Ping(_) | Frame::Pong(_) => {}
             Frame::Close { .. } => {

@@ -5,9 +5,8 @@
 
 use metrics::{Counter, Gauge};
 
-/// Open event-stream sockets; the name the network's dashboards use.
-pub const CONNECTIONS_ACTIVE: &str = "icn_network_connections_active";
-/// Open event-stream sockets, under this crate's own prefix.
+/// Open event-stream sockets. (`icn_network_connections_active` is the gateway's backend
+/// connections, contract 10, not these.)
 pub const WS_CONNECTIONS_ACTIVE: &str = "icn_gateway_ws_connections_active";
 /// Sockets accepted since start.
 pub const CONNECTIONS_TOTAL: &str = "icn_gateway_ws_connections_total";
@@ -21,7 +20,6 @@ pub const EVENTS_PRUNED: &str = "icn_gateway_ws_events_pruned_total";
 /// Registers the descriptions of this crate's metrics with the installed recorder; call it once
 /// after installing the recorder, so that `/metrics` explains them.
 pub fn describe_metrics() {
-    metrics::describe_gauge!(CONNECTIONS_ACTIVE, "Open event-stream WebSocket connections.");
     metrics::describe_gauge!(WS_CONNECTIONS_ACTIVE, "Open event-stream WebSocket connections.");
     metrics::describe_counter!(CONNECTIONS_TOTAL, "Event-stream WebSocket connections accepted.");
     metrics::describe_counter!(EVENTS_DELIVERED, "Event frames written to event-stream sockets.");
@@ -29,19 +27,19 @@ pub fn describe_metrics() {
     metrics::describe_counter!(EVENTS_PRUNED, "Outbox events deleted by the retention task.");
 }
 
-/// The two gauges of open connections, moved together.
+/// Counts a socket accepted and open.
 pub(crate) fn connection_opened() {
     metrics::counter!(CONNECTIONS_TOTAL).increment(1);
-    active_gauges().into_iter().for_each(|g| g.increment(1.0));
+    active_gauge().increment(1.0);
 }
 
-/// Undoes [`connection_opened`]'s gauges.
+/// Undoes [`connection_opened`]'s gauge.
 pub(crate) fn connection_closed() {
-    active_gauges().into_iter().for_each(|g| g.decrement(1.0));
+    active_gauge().decrement(1.0);
 }
 
-fn active_gauges() -> [Gauge; 2] {
-    [metrics::gauge!(CONNECTIONS_ACTIVE), metrics::gauge!(WS_CONNECTIONS_ACTIVE)]
+fn active_gauge() -> Gauge {
+    metrics::gauge!(WS_CONNECTIONS_ACTIVE)
 }
 
 /// Counter handles a connection updates on its hot path, looked up once per connection (the

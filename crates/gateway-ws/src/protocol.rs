@@ -25,6 +25,15 @@ pub const CLOSE_GOING_AWAY: u16 = 1001;
 pub const CLOSE_INTERNAL: u16 = 1011;
 /// Close code reported when the peer closed without a status.
 pub const CLOSE_NO_STATUS: u16 = 1005;
+/// Close code of a protocol error (an unmasked client frame, reserved bits, an unknown opcode, a
+/// bad control frame).
+pub const CLOSE_PROTOCOL: u16 = 1002;
+/// Close code of a data type the endpoint does not accept (a binary frame).
+pub const CLOSE_UNSUPPORTED_DATA: u16 = 1003;
+/// Close code of a text message that is not UTF-8.
+pub const CLOSE_INVALID_DATA: u16 = 1007;
+/// Close code of a message over the size limit.
+pub const CLOSE_TOO_BIG: u16 = 1009;
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +170,7 @@ pub fn render_event(record: &EventRecord) -> Utf8Bytes {
 pub enum Frame {
     /// A text message (every protocol frame is one).
     Text(Utf8Bytes),
-    /// A binary message; clients have no use for it and get an `Error` frame.
+    /// A binary message; the endpoint does not accept one and closes with 1003.
     Binary(Bytes),
     /// A WebSocket ping (the server sends one every ping interval).
     Ping(Bytes),
@@ -173,6 +182,14 @@ pub enum Frame {
         code: u16,
         /// Human-readable reason, at most 123 bytes.
         reason: Utf8Bytes,
+    },
+    /// Not a frame the peer sent: the socket layer refused what it sent (contract 9's protocol
+    /// violations), and the connection closes with `code`. Never sent.
+    Violation {
+        /// The RFC 6455 close code the violation calls for.
+        code: u16,
+        /// The close reason.
+        reason: &'static str,
     },
 }
 
@@ -196,7 +213,28 @@ impl From<Frame> for Message {
             Frame::Ping(bytes) => Message::Ping(bytes),
             Frame::Pong(bytes) => Message::Pong(bytes),
             Frame::Close { code, reason } => Message::Close(Some(CloseFrame { code, reason })),
+            Frame::Violation { code, reason } => {
+                Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from_static(reason) }))
+            }
         }
+    }
+}
+
+impl Frame {
+    /// The frame a socket-level error becomes: a protocol violation with its close code, or
+    /// `None` for errors after which nothing can be sent (the peer went away).
+    pub fn violation(error: &(dyn std::error::Error + 'static)) -> Option<Self> {
+        use tungstenite::error::{CapacityError, Error as WsError, ProtocolError};
+        let error = error.downcast_ref::<WsError>()?;
+        let (code, reason) = match error {
+            WsError::Capacity(CapacityError::MessageTooLong { .. }) => (CLOSE_TOO_BIG, "message too big"),
+            WsError::Capacity(_) => (CLOSE_TOO_BIG, "frame too big"),
+            WsError::Utf8(_) => (CLOSE_INVALID_DATA, "invalid UTF-8"),
+            WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
+            WsError::Protocol(_) => (CLOSE_PROTOCOL, "protocol error"),
+            _ => return None,
+        };
+        Some(Frame::Violation { code, reason })
     }
 }
 

@@ -6,6 +6,7 @@
 //! between axum's `Message` and the loop's [`Frame`]. Everything after the upgrade happens in
 //! frames, in `connection`.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -15,6 +16,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use gateway_core::CoopId;
+use gateway_limits::ClientAddress;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -66,6 +68,7 @@ pub(crate) struct TokenQuery {
 )]
 pub(crate) async fn coop_stream(
     State(state): State<WsState>,
+    client: Option<Extension<ClientAddress>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<TokenQuery>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -78,7 +81,7 @@ pub(crate) async fn coop_stream(
         Ok(Err(message)) => return bad_request(message.clone(), json!({ "fields": { "coop_id": [message] } })),
         Err(rejection) => return bad_request(rejection.body_text(), json!({})),
     };
-    accept(state, Some(coop), query, upgrade).await
+    accept(state, client.map(|Extension(c)| c), Some(coop), query, upgrade).await
 }
 
 /// The event stream of the token's own cooperative (the short route family).
@@ -103,17 +106,19 @@ pub(crate) async fn coop_stream(
 )]
 pub(crate) async fn token_coop_stream(
     State(state): State<WsState>,
+    client: Option<Extension<ClientAddress>>,
     query: Result<Query<TokenQuery>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     if state.shared.shutdown.is_shutting_down() {
         return shutting_down();
     }
-    accept(state, None, query, upgrade).await
+    accept(state, client.map(|Extension(c)| c), None, query, upgrade).await
 }
 
 async fn accept(
     state: WsState,
+    client: Option<ClientAddress>,
     path_coop: Option<CoopId>,
     query: Result<Query<TokenQuery>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -165,7 +170,25 @@ async fn accept(
         .on_upgrade(move |socket| async move {
             let (sink, stream) = socket.split();
             let sink = sink.with(|frame: Frame| std::future::ready(Ok::<_, axum::Error>(Message::from(frame))));
-            let stream = stream.map(|message| message.map(Frame::from));
+            // A frame the socket layer refused becomes a violation with its close code (contract
+            // 9), counted against the client's address like any other protocol violation.
+            let violations = shared.misbehavior.clone();
+            let stream = stream.filter_map(move |message| {
+                let frame = match message {
+                    Ok(message) => Some(Ok(Frame::from(message))),
+                    Err(err) => match Frame::violation(err.into_inner().as_ref()) {
+                        Some(violation) => Some(Ok(violation)),
+                        None => Some(Err(())),
+                    },
+                };
+                if matches!(frame, Some(Ok(Frame::Violation { .. } | Frame::Binary(_))))
+                    && let (Some(misbehavior), Some(client)) = (&violations, client)
+                    && !client.exempt
+                {
+                    misbehavior.record(client.ip, gateway_limits::Violation::WsProtocol);
+                }
+                std::future::ready(frame)
+            });
             connection::serve(shared, path_coop, session, guard, sink, stream).await;
         })
 }

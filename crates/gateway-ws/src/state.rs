@@ -30,6 +30,9 @@ pub struct WsDeps {
     /// Wall-clock time, for token expiry on open sockets; the same clock the token service
     /// uses, so that a manual clock in tests moves both.
     pub clock: Arc<dyn Clock>,
+    /// Where protocol violations are counted against the client's address (the gateway's
+    /// quarantine); `None` counts only the metric.
+    pub misbehavior: Option<Arc<gateway_limits::Misbehavior<Arc<dyn gateway_limits::Clock>>>>,
 }
 
 impl fmt::Debug for WsDeps {
@@ -54,6 +57,7 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) open_enrollment: bool,
     pub(crate) config: WsConfig,
+    pub(crate) misbehavior: Option<Arc<gateway_limits::Misbehavior<Arc<dyn gateway_limits::Clock>>>>,
     pub(crate) hub: Hub,
     pub(crate) shutdown: ShutdownHandle,
 }
@@ -77,6 +81,7 @@ impl WsState {
                 membership: deps.membership,
                 clock: deps.clock,
                 open_enrollment: deps.open_enrollment,
+                misbehavior: deps.misbehavior,
                 config,
                 hub,
                 shutdown: ShutdownHandle::new(),

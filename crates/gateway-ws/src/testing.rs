@@ -246,6 +246,7 @@ impl Rig {
             membership: store.clone(),
             open_enrollment,
             clock,
+            misbehavior: None,
         };
         Self { state: WsState::new(deps, config), store, tokens, coop, member }
     }

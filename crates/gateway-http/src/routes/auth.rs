@@ -1,11 +1,12 @@
 //! `POST /v1/auth/challenge` and `POST /v1/auth/verify`: DID challenge-response login.
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use gateway_auth::{Authenticator, LoginRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
 
 /// Challenge request.
@@ -78,6 +79,15 @@ pub async fn challenge(
 }
 
 /// Verifies a signed challenge and issues a token.
+///
+/// **What to sign:** the `nonce` string from `POST /v1/auth/challenge`. Sign its UTF-8 bytes (the
+/// 64 hex characters as text) with the Ed25519 key of `did`; signing the 32 bytes the nonce
+/// hex-decodes to is accepted too. Send the 64-byte signature as 128 hex characters in
+/// `signature`.
+///
+/// Send it with the `did`, the `challenge_id` of the challenge, and, for a token in a cooperative,
+/// `coop_id` and `scopes`; without `coop_id` and `scopes` the token is identity-only. Use the
+/// returned `token` as `Authorization: Bearer …` (in the Swagger UI: **Authorize**).
 #[utoipa::path(post, path = "/v1/auth/verify", tag = "auth", request_body = VerifyRequest,
     responses((status = 200, body = TokenResponse),
               (status = 400, description = "Invalid DID, scope, coop_id or signature encoding", body = crate::openapi::ErrorBody),
@@ -87,7 +97,7 @@ pub async fn challenge(
 pub async fn verify(
     State(auth): State<Authenticator>,
     Json(request): Json<VerifyRequest>,
-) -> ApiResult<Json<TokenResponse>> {
+) -> Result<Json<TokenResponse>, Response> {
     let result = auth
         .login(LoginRequest {
             did: request.did,
@@ -96,7 +106,8 @@ pub async fn verify(
             scopes: request.scopes,
             challenge_id: request.challenge_id,
         })
-        .await?;
+        .await
+        .map_err(refusal_response)?;
     let token = result.token;
     Ok(Json(TokenResponse {
         token: token.token,
@@ -105,4 +116,20 @@ pub async fn verify(
         expires_at: token.expires_at,
         scopes: token.scopes.to_strings(),
     }))
+}
+
+/// The contract's answer to a refused login; a bad signature or an unknown (replayed, expired)
+/// challenge is also marked as the client's misbehaviour, which the edge middleware counts
+/// against its address.
+fn refusal_response(err: gateway_auth::LoginError) -> Response {
+    let mut response = ApiError::from(err.error).into_response();
+    let violation = match err.refusal {
+        Some(gateway_auth::AuthError::BadSignature) => Some(gateway_limits::Violation::BadSignature),
+        Some(gateway_auth::AuthError::UnknownChallenge) => Some(gateway_limits::Violation::ReplayedChallenge),
+        _ => None,
+    };
+    if let Some(violation) = violation {
+        response.extensions_mut().insert(violation);
+    }
+    response
 }

@@ -126,3 +126,39 @@ pub fn replayed<T>(stored: Stored<T>, answer: fn(&T) -> Response) -> Response {
     response.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
     response
 }
+
+/// The signature of the request that made a record (contract 11): the verified
+/// `Signature-Input` and `Signature` members and what they covered, enough to verify offline
+/// with nothing but the signer's DID (`gatewayctl verify-request`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct RequestSignatureDto {
+    /// The `Signature-Input` member, `label=(…);created=…;expires=…;nonce=…;keyid=…;alg=…;tag=…`.
+    pub signature_input: String,
+    /// The `Signature` member, `label=:base64:`.
+    pub signature: String,
+    /// The request's `Content-Digest` (`sha-256=:base64:`), `null` without a body.
+    pub content_digest: Option<String>,
+    /// Method.
+    pub method: String,
+    /// The `Host` the gateway received.
+    pub authority: String,
+    /// Path.
+    pub path: String,
+    /// Query without `?`, when the request had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+}
+
+impl From<&gateway_core::RequestSignature> for RequestSignatureDto {
+    fn from(s: &gateway_core::RequestSignature) -> Self {
+        Self {
+            signature_input: s.signature_input.clone(),
+            signature: s.signature.clone(),
+            content_digest: s.content_digest.clone(),
+            method: s.method.clone(),
+            authority: s.authority.clone(),
+            path: s.path.clone(),
+            query: s.query.clone(),
+        }
+    }
+}

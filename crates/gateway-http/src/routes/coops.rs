@@ -71,6 +71,9 @@ pub struct SettingsBody {
     pub conversion_fee_percent: Option<Amount>,
     /// Governance quorum, percent.
     pub quorum_percent: Option<u32>,
+    /// Whether critical operations (payments, votes, member and settings changes, …) need a
+    /// valid request signature (docs/SIGNING.md).
+    pub require_signed_requests: Option<bool>,
 }
 
 /// A coop's settings.
@@ -89,6 +92,8 @@ pub struct SettingsDto {
     pub conversion_fee_percent: Amount,
     /// Governance quorum, percent.
     pub quorum_percent: u32,
+    /// Whether critical operations need a valid request signature.
+    pub require_signed_requests: bool,
 }
 
 impl From<&CoopSettings> for SettingsDto {
@@ -99,6 +104,7 @@ impl From<&CoopSettings> for SettingsDto {
             high_value_threshold: settings.high_value_threshold,
             conversion_fee_percent: fee_percent(settings.conversion_fee_ppm),
             quorum_percent: settings.quorum_percent,
+            require_signed_requests: settings.require_signed_requests,
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::caller::Authorized;
 use crate::caller::scopes::{AnyToken, GovRead, GovWrite};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
+use crate::routes::common::RequestSignatureDto;
 use crate::routes::common::{self, PageQuery, PaginationDto};
 use crate::state::AppState;
 
@@ -373,11 +374,20 @@ pub struct EffectiveVoteDto {
     pub choice: String,
     /// 1 plus the number of members whose vote reached them through delegation.
     pub weight: u64,
+    /// The signature of the request that cast this vote, when it was signed: evidence anyone
+    /// can verify offline (`gatewayctl verify-request`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_signature: Option<RequestSignatureDto>,
 }
 
 impl From<&EffectiveVote> for EffectiveVoteDto {
     fn from(vote: &EffectiveVote) -> Self {
-        Self { voter: vote.voter.clone(), choice: vote.choice.as_str().to_owned(), weight: vote.weight }
+        Self {
+            voter: vote.voter.clone(),
+            choice: vote.choice.as_str().to_owned(),
+            weight: vote.weight,
+            request_signature: None,
+        }
     }
 }
 
@@ -401,7 +411,18 @@ impl From<&VotesView> for VotesDto {
             votes_for: t.for_,
             votes_against: t.against,
             votes_abstain: t.abstain,
-            voters: t.effective_votes.iter().map(EffectiveVoteDto::from).collect(),
+            voters: t
+                .effective_votes
+                .iter()
+                .map(|vote| EffectiveVoteDto {
+                    request_signature: view
+                        .signatures
+                        .iter()
+                        .find(|(voter, _)| voter.as_str() == vote.voter)
+                        .map(|(_, signature)| RequestSignatureDto::from(signature)),
+                    ..EffectiveVoteDto::from(vote)
+                })
+                .collect(),
         }
     }
 }
@@ -647,9 +668,15 @@ pub async fn open(
     Ok(Json(ProposalDto::from(&state.governance.open(&coop, &caller.did, &id).await?)))
 }
 
-async fn vote_on(state: &AppState, caller: &crate::Caller, id: &str, body: VoteBody) -> ApiResult<Json<VoteCastDto>> {
+async fn vote_on(
+    state: &AppState,
+    caller: &crate::Caller,
+    id: &str,
+    body: VoteBody,
+    signature: crate::signing::Signature,
+) -> ApiResult<Json<VoteCastDto>> {
     let coop = caller.coop()?.clone();
-    let outcome = state.governance.vote(&coop, &caller.did, id, &body.choice).await?;
+    let outcome = state.governance.vote_signed(&coop, &caller.did, id, &body.choice, signature.0).await?;
     Ok(Json(VoteCastDto {
         proposal_id: id.to_owned(),
         voter: caller.did.as_str().to_owned(),
@@ -668,9 +695,10 @@ pub async fn vote(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
     Path(id): Path<String>,
+    signature: crate::signing::Signature,
     Json(body): Json<VoteBody>,
 ) -> ApiResult<Json<VoteCastDto>> {
-    vote_on(&state, &caller, &id, body).await
+    vote_on(&state, &caller, &id, body, signature).await
 }
 
 /// Votes (short family).
@@ -683,9 +711,10 @@ pub async fn short_vote(
     State(state): State<AppState>,
     caller: Authorized<GovWrite>,
     Path(id): Path<String>,
+    signature: crate::signing::Signature,
     Json(body): Json<VoteBody>,
 ) -> ApiResult<Json<VoteCastDto>> {
-    vote_on(&state, &caller, &id, body).await
+    vote_on(&state, &caller, &id, body, signature).await
 }
 
 /// The effective tally (delegation applied).

@@ -18,7 +18,9 @@ use crate::caller::{Authorized, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, JsonBytes, Path, Query, parse_json};
 use crate::routes::common::{self, PageQuery, idempotency, payment_amount, replayed};
+use crate::signing::Signature;
 use crate::state::AppState;
+use gateway_core::RequestSignature;
 
 /// A payment (both families; `description` is the short family's memo).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -78,6 +80,11 @@ pub struct TransactionDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<f64>, nullable = false)]
     pub net_target_amount: Option<Amount>,
+    /// The signature of the request that made it, when it was signed (contract 11): evidence
+    /// anyone can verify offline with `gatewayctl verify-request`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub request_signature: Option<crate::routes::common::RequestSignatureDto>,
 }
 
 impl From<&TransactionRecord> for TransactionDto {
@@ -97,6 +104,7 @@ impl From<&TransactionRecord> for TransactionDto {
             gross_target_amount: leg.map(|l| l.gross_target_amount),
             fee_amount: leg.map(|l| l.fee_amount),
             net_target_amount: leg.map(|l| l.net_target_amount),
+            request_signature: record.request_signature.as_ref().map(Into::into),
         }
     }
 }
@@ -170,7 +178,12 @@ fn batch_response(results: &Vec<BatchItemResult>) -> Response {
 }
 
 impl PaymentBody {
-    fn into_request(self, caller: &Caller, require_from: bool) -> ApiResult<PaymentRequest> {
+    fn into_request(
+        self,
+        caller: &Caller,
+        require_from: bool,
+        signature: &Option<RequestSignature>,
+    ) -> ApiResult<PaymentRequest> {
         let from = match self.from {
             Some(from) => from,
             None if require_from => return Err(Error::bad_request_field("from", "from is required").into()),
@@ -189,6 +202,7 @@ impl PaymentBody {
             amount: payment_amount("amount", self.amount)?,
             currency: self.currency.as_deref().map(|c| common::currency("currency", c)).transpose()?,
             memo: self.memo.or(self.description),
+            request_signature: signature.clone(),
         })
     }
 }
@@ -216,19 +230,10 @@ where
     {
         return Ok(replayed(stored, answer));
     }
-    let mut permits = Vec::with_capacity(count);
-    for _ in 0..count {
-        match state.limits.check_velocity(payer) {
-            Ok(permit) => permits.push(permit),
-            Err(err) => {
-                permits.into_iter().for_each(|p| p.cancel());
-                return Err(err);
-            }
-        }
-    }
+    let permits = state.limits.check_velocity(payer, count).await?;
     let result = operation().await;
     if !matches!(result, Ok(Replay::Fresh(_))) {
-        permits.into_iter().for_each(|p| p.cancel());
+        permits.cancel(&state.limits).await;
     }
     match result? {
         Replay::Fresh(value) => Ok(answer(&value)),
@@ -236,18 +241,24 @@ where
     }
 }
 
+/// A payment request as it arrived: what its idempotency key and its evidence are read from.
+struct Sent<'a> {
+    headers: &'a HeaderMap,
+    uri: &'a Uri,
+    body: &'a [u8],
+    signature: Signature,
+}
+
 async fn pay(
     state: &AppState,
     caller: &Caller,
     coop: CoopId,
-    headers: &HeaderMap,
-    uri: &Uri,
-    body: &[u8],
+    sent: Sent<'_>,
     require_from: bool,
 ) -> ApiResult<Response> {
-    let request: PaymentBody = parse_json(body)?;
-    let request = request.into_request(caller, require_from)?;
-    let key = idempotency(headers, caller, &coop, uri.path(), body)?;
+    let request: PaymentBody = parse_json(sent.body)?;
+    let request = request.into_request(caller, require_from, &sent.signature.0)?;
+    let key = idempotency(sent.headers, caller, &coop, sent.uri.path(), sent.body)?;
     with_velocity(state, &caller.did, 1, key.clone().as_ref(), transaction_response, || {
         state.ledger.pay(&coop, request, key)
     })
@@ -271,10 +282,11 @@ pub async fn payment(
     Path(coop): Path<String>,
     headers: HeaderMap,
     uri: Uri,
+    signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let coop = common::path_coop(&caller, &coop)?;
-    pay(&state, &caller, coop, &headers, &uri, &body, true).await
+    pay(&state, &caller, coop, Sent { headers: &headers, uri: &uri, body: &body, signature }, true).await
 }
 
 /// Creates a payment from the caller in the token's coop (short family).
@@ -291,10 +303,11 @@ pub async fn short_transaction(
     caller: Authorized<LedgerWrite>,
     headers: HeaderMap,
     uri: Uri,
+    signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let coop = caller.coop()?.clone();
-    pay(&state, &caller, coop, &headers, &uri, &body, false).await
+    pay(&state, &caller, coop, Sent { headers: &headers, uri: &uri, body: &body, signature }, false).await
 }
 
 /// `?currency=` of balance routes.
@@ -456,6 +469,7 @@ pub async fn batch(
     Path(coop): Path<String>,
     headers: HeaderMap,
     uri: Uri,
+    signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let coop = common::path_coop(&caller, &coop)?;
@@ -468,7 +482,11 @@ pub async fn batch(
     if count == 0 || count > gateway_domain::ledger::MAX_BATCH {
         return Err(Error::bad_request_field("payments", "a batch holds 1 to 1000 payments").into());
     }
-    let items = batch.payments.into_iter().map(|p| p.into_request(&caller, false)).collect::<ApiResult<Vec<_>>>()?;
+    let items = batch
+        .payments
+        .into_iter()
+        .map(|p| p.into_request(&caller, false, &signature.0))
+        .collect::<ApiResult<Vec<_>>>()?;
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
     let atomic = batch.atomic;
     with_velocity(&state, &caller.did, count, key.clone().as_ref(), batch_response, || {
@@ -584,6 +602,7 @@ pub async fn convert(
     Path(coop): Path<String>,
     headers: HeaderMap,
     uri: Uri,
+    signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let coop = common::path_coop(&caller, &coop)?;
@@ -604,6 +623,7 @@ pub async fn convert(
         max_target_amount: request.max_target_amount,
         min_target_amount: request.min_target_amount,
         quote_id: request.quote_id,
+        request_signature: signature.0,
     };
     let key = idempotency(&headers, &caller, &coop, uri.path(), &body)?;
     with_velocity(&state, &caller.did, 1, key.clone().as_ref(), transaction_response, || {

@@ -46,6 +46,7 @@ mod tests {
             memo: Some("rent".into()),
             timestamp: 9,
             conversion: None,
+            request_signature: None,
         };
         let converted = TransactionRecord {
             kind: TransactionKind::Conversion,

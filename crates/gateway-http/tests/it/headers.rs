@@ -20,11 +20,14 @@ async fn security_headers_are_on_every_response() {
     }
 }
 
+/// Every answer carries a request id (one a trusted proxy sent is kept: see `edge.rs`).
 #[tokio::test]
-async fn request_id_is_propagated() {
+async fn every_answer_carries_a_request_id() {
     let app = TestApp::new().await;
-    let request = Request::get("/healthz").header("x-request-id", "abc-123").body(Body::empty()).unwrap();
-    assert_eq!(app.send(request).await.headers["x-request-id"], "abc-123");
+    let first = app.send(Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    let second = app.send(Request::get("/no/such/route").body(Body::empty()).unwrap()).await;
+    let (a, b) = (&first.headers["x-request-id"], &second.headers["x-request-id"]);
+    assert!(!a.is_empty() && a != b, "{a:?} {b:?}");
 }
 
 fn preflight(origin: &str) -> Request<Body> {

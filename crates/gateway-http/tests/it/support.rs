@@ -159,11 +159,12 @@ impl TestApp {
             trust_anchors: anchors,
             trust_default,
             trusted_proxies: vec![],
-            http: HttpConfig { cors, tls: false, version: "test" },
+            http: HttpConfig { cors, tls: false, version: "test", ..HttpConfig::default() },
             clock: Arc::new(clock.clone()),
             limiter_clock: Arc::new(limiter_clock.clone()),
             membership_ttl,
             receipt_keys,
+            cluster: None,
         };
         let state = gateway_http::state::assemble(store, options.clone()).await.unwrap();
         Some(Self {
@@ -177,6 +178,17 @@ impl TestApp {
             options,
             _dir: dir,
         })
+    }
+
+    /// The default in-memory test gateway (open enrollment, trust 0.9), with `change` applied to
+    /// its options first (trusted proxies, quarantine policy, …).
+    pub async fn customised(change: impl FnOnce(&mut AssembleOptions)) -> Self {
+        let app = Self::new().await;
+        let mut options = app.options.clone();
+        change(&mut options);
+        let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
+        let state = gateway_http::state::assemble(store.clone(), options.clone()).await.unwrap();
+        Self { router: gateway_http::router(state.clone()), state, store, spec: StoreSpec::Memory, options, ..app }
     }
 
     /// The gateway restarted over the same durable store (a SQLite file or PostgreSQL): a new

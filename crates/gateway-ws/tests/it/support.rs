@@ -95,6 +95,7 @@ impl Domain {
             amount: Amount::from_units(1),
             currency: None,
             memo: Some("ws test".into()),
+            request_signature: None,
         };
         self.ledger.pay(coop, request, None).await.unwrap();
     }
@@ -147,6 +148,7 @@ impl Server {
             membership: store.clone(),
             open_enrollment: false,
             clock: Arc::new(SystemClock),
+            misbehavior: None,
         };
         let state = WsState::new(deps, config);
         let socket = TcpSocket::new_v4().unwrap();

@@ -1,0 +1,384 @@
+//! Serving the router over TCP with the edge's limits (contract 1): a request's head must
+//! arrive within 10 s, an idle keep-alive connection closes after 75 s, an address holds at
+//! most a bounded number of connections at once, and the answers hyper gives by itself (a
+//! malformed request, headers too large, a URI too long) carry the contract's error body and
+//! the security headers.
+//!
+//! axum's own `serve` sets no timer, so hyper enforces none of these; this accept loop serves
+//! each connection with hyper's HTTP/1 connection directly, through [`Guarded`], a wrapper of
+//! the socket that keeps the deadlines (hyper's one header timeout would also close idle
+//! connections at 10 s) and rewrites hyper's bodiless refusals. Request bodies have their own
+//! deadline in the application (`extract`). Upgraded connections (WebSockets) leave the
+//! wrapper's deadlines behind: the event stream keeps its own (contract 9).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+/// The edge's limits.
+#[derive(Clone)]
+pub struct EdgeLimits {
+    /// How long a request's head may take to arrive (from the connection, or from its first
+    /// byte for the requests after the first).
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Most connections one client address (IPv6 by /64) may hold at once; trusted proxies are
+    /// not limited.
+    pub max_connections_per_address: usize,
+    /// Addresses the per-address cap does not apply to (the load balancers).
+    pub exempt: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>,
+    /// How long in-flight requests may take to finish after the shutdown signal.
+    pub drain: Duration,
+}
+
+impl std::fmt::Debug for EdgeLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeLimits")
+            .field("header_timeout", &self.header_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections_per_address", &self.max_connections_per_address)
+            .field("drain", &self.drain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for EdgeLimits {
+    /// Contract 1: heads within 10 s, idle connections closed after 75 s; 256 connections per
+    /// address (a browser opens six), a 10 s drain.
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(75),
+            max_connections_per_address: 256,
+            exempt: Arc::new(|_| false),
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
+/// (at most `limits.drain`).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: EdgeLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let mut http = http1::Builder::new();
+    // hyper's one header timer covers a head and the idle wait before it; set to the idle
+    // timeout it closes idle keep-alive connections (and makes hyper watch them), while
+    // `Guarded` holds each head to the shorter header timeout.
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.idle_timeout)
+        .keep_alive(true)
+        .max_headers(100)
+        .max_buf_size(64 * 1024);
+    let counts = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
+    let (stop, stopped) = watch::channel(());
+    // Every connection holds a receiver of `alive`: the drain waits until none is left.
+    let (alive, none_yet) = watch::channel(());
+    drop(none_yet);
+    tokio::pin!(shutdown);
+    loop {
+        let (socket, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accepting a connection failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = socket.set_nodelay(true);
+        let Some(slot) = Slot::take(&counts, remote.ip(), &limits) else {
+            tokio::spawn(refuse_connection(socket, limits.max_connections_per_address));
+            continue;
+        };
+        let service =
+            TowerToHyperService::new(tower_http::add_extension::AddExtension::new(app.clone(), ConnectInfo(remote)));
+        let io = TokioIo::new(Guarded::new(socket, &limits));
+        let connection = http.serve_connection(io, service).with_upgrades();
+        let (mut stopped, alive) = (stopped.clone(), alive.subscribe());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _alive = alive;
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(err) = result {
+                        tracing::debug!("connection ended: {err}");
+                    }
+                    return;
+                }
+                _ = stopped.changed() => {}
+            }
+            // Idle keep-alive connections close now; a request in flight finishes first.
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    drop(stop);
+    let _ = tokio::time::timeout(limits.drain, alive.closed()).await;
+    Ok(())
+}
+
+/// The answer to a connection over the per-address cap: 429 with the contract's body (the cap in
+/// `details.limit`), counted as an `ip` denial in `icn_gateway_rate_limit_exceeded_total`, then
+/// close.
+async fn refuse_connection(mut socket: tokio::net::TcpStream, cap: usize) {
+    use tokio::io::AsyncWriteExt;
+    metrics::counter!(gateway_limits::RATE_LIMIT_EXCEEDED_TOTAL, "layer" => "ip").increment(1);
+    let body = format!(
+        r#"{{"error":"too many connections from this address","code":"RATE_LIMIT_EXCEEDED","details":{{"layer":"ip","limit":{cap},"retry_after_secs":1}}}}"#
+    );
+    let response = canned(429, "Too Many Requests", &body, "retry-after: 1\r\n");
+    let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(response.as_bytes())).await;
+    let _ = socket.shutdown().await;
+}
+
+/// One connection's place in its address's count, given back when the connection ends.
+struct Slot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    key: Option<IpAddr>,
+}
+
+impl Slot {
+    fn take(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, limits: &EdgeLimits) -> Option<Self> {
+        if (limits.exempt)(ip) {
+            return Some(Self { counts: counts.clone(), key: None });
+        }
+        let key = gateway_limits::ip_key(ip);
+        let mut map = counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = map.entry(key).or_insert(0);
+        if *count >= limits.max_connections_per_address {
+            return None;
+        }
+        *count += 1;
+        Some(Self { counts: counts.clone(), key: Some(key) })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            let mut map = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(count) = map.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// A response written on the socket by hand: the contract's body and the security headers.
+fn canned(status: u16, reason: &str, body: &str, extra_headers: &str) -> String {
+    format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\
+         cache-control: no-store\r\nx-content-type-options: nosniff\r\nx-frame-options: DENY\r\n\
+         content-security-policy: default-src 'self'\r\nreferrer-policy: no-referrer\r\n{extra_headers}\r\n{body}",
+        body.len()
+    )
+}
+
+/// What the connection is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The next request: none of its bytes yet.
+    Awaiting,
+    /// The rest of a request head whose first bytes arrived.
+    Head,
+    /// The head arrived: the body and the answer are the application's to time.
+    Served,
+    /// Upgraded (a WebSocket): no deadline here any more.
+    Upgraded,
+}
+
+/// A socket keeping the edge's deadlines and giving hyper's own refusals the contract's body.
+struct Guarded<T> {
+    inner: T,
+    phase: Phase,
+    /// Whether the connection is still on its first request (whose head is due from the
+    /// connect, not from its first byte).
+    first: bool,
+    /// The last three bytes read, to find a head's end across reads.
+    tail: [u8; 3],
+    deadline: Option<Pin<Box<Sleep>>>,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    /// A rewritten response still to write, and how much of it is written.
+    pending: Option<(Vec<u8>, usize)>,
+}
+
+impl<T> Guarded<T> {
+    fn new(inner: T, limits: &EdgeLimits) -> Self {
+        Self {
+            inner,
+            phase: Phase::Awaiting,
+            first: true,
+            tail: [0; 3],
+            deadline: Some(Box::pin(tokio::time::sleep(limits.header_timeout))),
+            header_timeout: limits.header_timeout,
+            idle_timeout: limits.idle_timeout,
+            pending: None,
+        }
+    }
+
+    fn arm(&mut self, after: Duration) {
+        let at = Instant::now() + after;
+        match &mut self.deadline {
+            Some(sleep) => sleep.as_mut().reset(at),
+            None => self.deadline = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
+    }
+
+    /// Follows the bytes a read delivered through the request head.
+    fn saw(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() || matches!(self.phase, Phase::Served | Phase::Upgraded) {
+            return;
+        }
+        if self.phase == Phase::Awaiting {
+            self.phase = Phase::Head;
+            if !self.first {
+                // A later request's head is due within the header timeout of its first byte.
+                self.arm(self.header_timeout);
+            }
+        }
+        // The head's end is a blank line; look at the tail of the previous read and this one.
+        let mut window = Vec::with_capacity(3 + bytes.len());
+        window.extend_from_slice(&self.tail);
+        window.extend_from_slice(bytes);
+        if window.windows(4).any(|w| w == b"\r\n\r\n") {
+            // The body and the answer are the application's to time.
+            self.phase = Phase::Served;
+            self.deadline = None;
+        }
+        let n = window.len();
+        self.tail.copy_from_slice(&window[n - 3..]);
+    }
+
+    /// A response head is being written: an upgrade drops the deadlines, an answer makes the
+    /// connection wait for its next request.
+    fn answering(&mut self, head: &[u8]) {
+        if head.starts_with(b"HTTP/1.1 101 ") {
+            self.phase = Phase::Upgraded;
+            self.deadline = None;
+        } else {
+            self.phase = Phase::Awaiting;
+            self.first = false;
+            self.tail = [0; 3];
+            self.arm(self.idle_timeout);
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                this.saw(&buf.filled()[before..]);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => {
+                if matches!(this.phase, Phase::Awaiting | Phase::Head)
+                    && let Some(deadline) = &mut this.deadline
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    if this.phase == Phase::Head {
+                        // Part of a head arrived: the client is owed an answer, if it still reads.
+                        let body = r#"{"error":"the request's headers did not arrive within the time allowed","code":"REQUEST_TIMEOUT","details":{}}"#;
+                        let answer = canned(408, "Request Timeout", body, "");
+                        let _ = Pin::new(&mut this.inner).poll_write(cx, answer.as_bytes());
+                        let _ = Pin::new(&mut this.inner).poll_flush(cx);
+                    }
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "request head or idle timeout")));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The statuses hyper answers by itself, without a body, when it cannot parse a request (the
+/// application's own answers always carry `x-content-type-options`): status, reason, message.
+fn hypers_refusal(head: &[u8]) -> Option<(u16, &'static str, &'static str)> {
+    const REFUSALS: [(&[u8], u16, &str, &str); 3] = [
+        (b"HTTP/1.1 400 ", 400, "Bad Request", "the request line or a header is malformed"),
+        (b"HTTP/1.1 414 ", 414, "URI Too Long", "the request target is too long"),
+        (b"HTTP/1.1 431 ", 431, "Request Header Fields Too Large", "the request headers are too large"),
+    ];
+    let (_, status, reason, message) = REFUSALS.iter().find(|(prefix, ..)| head.starts_with(prefix))?;
+    let ours = head.windows(22).any(|w| w.eq_ignore_ascii_case(b"x-content-type-options"));
+    (!ours).then_some((*status, *reason, *message))
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_pending(cx))?;
+        // A response head starts every answer; the answer's body chunks never start like one.
+        if this.phase != Phase::Upgraded && buf.starts_with(b"HTTP/1.1 ") {
+            if let Some((status, reason, message)) = hypers_refusal(buf) {
+                // hyper's bodiless refusal: the contract's goes out instead, and the original is
+                // reported written.
+                let body = format!(r#"{{"error":"{message}","code":"BAD_REQUEST","details":{{}}}}"#);
+                this.pending = Some((canned(status, reason, &body, "").into_bytes(), 0));
+                ready!(this.poll_pending(cx))?;
+                return Poll::Ready(Ok(buf.len()));
+            }
+            this.answering(buf);
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Guarded<T> {
+    /// Writes what remains of a rewritten response.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((bytes, written)) = &mut self.pending {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n;
+            if *written == bytes.len() {
+                self.pending = None;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}

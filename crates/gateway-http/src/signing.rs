@@ -1,0 +1,167 @@
+//! Request signatures at the HTTP edge (contract 11): every protected request that carries an
+//! RFC 9421 signature of the gateway's profile has it checked, critical operations of a coop
+//! that requires signatures are refused without one, and a verified signature is left on the
+//! request for the handlers that keep it as evidence (payments and votes).
+//!
+//! The profile itself (signature base, Structured Fields, Ed25519, `Content-Digest`) is
+//! `gateway-httpsig`'s; this module reads the request, remembers nonces through the nonce
+//! store (in memory, or Redis in a cluster) and answers refusals. Public routes carry no token,
+//! so no signer to compare `keyid` with: there a signature is ignored.
+
+use std::convert::Infallible;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gateway_core::{Error, RequestSignature};
+use gateway_httpsig::{Failure, Limits, Message};
+
+use crate::caller::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The operations contract 11 calls critical, by method and route template: every
+/// payment-creating POST, votes, closing a proposal, member add, remove, role and credit-limit
+/// changes, settings, domains, delegations, trust edges and oracle rates.
+pub const CRITICAL: &[(Method, &str)] = &[
+    (Method::POST, "/v1/ledger/{coop}/payment"),
+    (Method::POST, "/ledger/transaction"),
+    (Method::POST, "/v1/ledger/{coop}/payments/batch"),
+    (Method::POST, "/v1/ledger/{coop}/payment/convert"),
+    (Method::POST, "/v1/gov/proposals/{id}/vote"),
+    (Method::POST, "/governance/proposals/{id}/vote"),
+    (Method::POST, "/v1/gov/proposals/{id}/close"),
+    (Method::POST, "/v1/coops/{id}/members"),
+    (Method::POST, "/coops/{id}/members"),
+    (Method::DELETE, "/v1/coops/{id}/members/{did}"),
+    (Method::PUT, "/v1/coops/{id}/members/{did}/role"),
+    (Method::PUT, "/v1/coops/{id}/members/{did}/credit-limit"),
+    (Method::PUT, "/v1/coops/{id}/settings"),
+    (Method::POST, "/v1/gov/domains"),
+    (Method::PUT, "/v1/gov/domains/{id}"),
+    (Method::POST, "/v1/gov/delegations"),
+    (Method::DELETE, "/v1/gov/delegations/{id}"),
+    (Method::POST, "/trust/edge"),
+    (Method::POST, "/v1/trust/edges"),
+    (Method::DELETE, "/v1/trust/edges/{did}"),
+    (Method::POST, "/v1/oracle/rate"),
+];
+
+/// Whether `method route` is a critical operation.
+pub fn is_critical(method: &Method, route: &str) -> bool {
+    CRITICAL.iter().any(|(m, r)| m == method && *r == route)
+}
+
+/// The verified signature of a request, left for its handler.
+#[derive(Debug, Clone)]
+struct Evidence(RequestSignature);
+
+/// The request's verified signature, if it was signed: what a payment or a vote keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Signature(pub Option<RequestSignature>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Signature {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(Self(parts.extensions.get::<Evidence>().map(|e| e.0.clone())))
+    }
+}
+
+/// The middleware of the protected routes, after authentication: checks a signature when the
+/// request carries one (whatever the route), and refuses an unsigned critical operation when
+/// the token's coop requires signatures.
+pub async fn request_signatures(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let signed = request.headers().contains_key("signature-input") || request.headers().contains_key("signature");
+    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    let critical = route.as_deref().is_some_and(|r| is_critical(request.method(), r));
+    if !signed && !critical {
+        return next.run(request).await;
+    }
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        // Only behind `authenticate`, which always leaves a caller.
+        return next.run(request).await;
+    };
+    if !signed {
+        let required = match &caller.coop_id {
+            Some(coop) => match state.coops.get(coop).await {
+                Ok(record) => record.settings.require_signed_requests,
+                // An unknown coop: the handler answers 404 (or creates it).
+                Err(Error::NotFound { .. }) => false,
+                Err(err) => return ApiError::from(err).into_response(),
+            },
+            None => false,
+        };
+        return if required { refuse(Failure::SignatureRequired) } else { next.run(request).await };
+    }
+    let (mut parts, body) = request.into_parts();
+    let body = match to_bytes(body, crate::extract::BODY_LIMIT_BYTES).await {
+        Ok(body) => body,
+        Err(err) if crate::extract::timed_out(&err) => {
+            return ApiError::BodyTimeout.into_response();
+        }
+        Err(_) => return ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response(),
+    };
+    let verified = match verify(&state, &parts, &body, &caller).await {
+        Ok(verified) => verified,
+        Err(response) => return response,
+    };
+    parts.extensions.insert(Evidence(verified));
+    next.run(Request::from_parts(parts, Body::from(body))).await
+}
+
+/// Verifies the request's signature against the caller and remembers its nonce.
+async fn verify(state: &AppState, parts: &Parts, body: &[u8], caller: &Caller) -> Result<RequestSignature, Response> {
+    let joined = |name: &str| joined(&parts.headers, name);
+    let (input, signature) = match (joined("signature-input"), joined("signature")) {
+        (Some(input), Some(signature)) => (input, signature),
+        _ => return Err(refuse(Failure::SignatureInvalid)),
+    };
+    let authority = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    let headers: Vec<(&str, &str)> =
+        parts.headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))).collect();
+    let message = Message {
+        method: parts.method.as_str(),
+        authority,
+        path: parts.uri.path(),
+        query: parts.uri.query(),
+        headers: &headers,
+    };
+    let now_millis = state.clock.now_unix_millis();
+    let verified =
+        gateway_httpsig::verify(&message, body, &input, &signature, &caller.did, now_millis / 1000, Limits::default())
+            .map_err(refuse)?;
+    match state.nonces.remember(verified.keyid.as_str(), &verified.nonce, verified.expires * 1000, now_millis).await {
+        Ok(true) => Ok(verified.evidence),
+        Ok(false) => Err(refuse(Failure::NonceReplayed)),
+        Err(err) => Err(ApiError::from(err).into_response()),
+    }
+}
+
+/// Every value of a header field, joined with `, ` as one field value.
+fn joined(headers: &HeaderMap, name: &str) -> Option<String> {
+    let values: Vec<&str> = headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
+/// 401 `AUTHENTICATION_FAILED` with `details.reason` and `Accept-Signature`; a signature that
+/// is wrong (not merely late or missing) also counts as the client's misbehaviour.
+fn refuse(failure: Failure) -> Response {
+    metrics::counter!("icn_gateway_auth_failures_total", "reason" => failure.reason()).increment(1);
+    let mut response = ApiError::RequestSignature(failure).into_response();
+    if matches!(
+        failure,
+        Failure::SignatureInvalid | Failure::DigestMismatch | Failure::NonceReplayed | Failure::KeyidMismatch
+    ) {
+        response.extensions_mut().insert(gateway_limits::Violation::BadRequestSignature);
+    }
+    response
+}

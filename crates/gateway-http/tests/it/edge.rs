@@ -1,0 +1,133 @@
+//! The edge of every request: misbehaviour and quarantine (contract 10), and request ids kept
+//! only from trusted proxies. Clients are told apart by `X-Forwarded-For` from a trusted proxy
+//! (the in-process requests come from no socket, which the gateway takes as 127.0.0.1).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use gateway_limits::QuarantinePolicy;
+use serde_json::json;
+
+use crate::support::{TestApp, build, key};
+
+/// A gateway behind the trusted proxy 127.0.0.1 that quarantines an address after 3 violations
+/// within a minute, for 10 minutes.
+async fn app() -> TestApp {
+    TestApp::customised(|options| {
+        options.trusted_proxies = vec![gateway_http::limits::parse_proxy("127.0.0.1").unwrap()];
+        options.http.quarantine = QuarantinePolicy {
+            threshold: NonZeroU32::new(3).unwrap(),
+            window: Duration::from_secs(60),
+            quarantine: Duration::from_secs(600),
+        };
+    })
+    .await
+}
+
+fn from(mut request: Request<Body>, client: &str) -> Request<Body> {
+    request.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
+    request
+}
+
+#[tokio::test]
+async fn repeated_violations_quarantine_the_address_and_nobody_else() {
+    let app = app().await;
+    let forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.AAAA";
+    for _ in 0..3 {
+        let response = app.send(from(build(Method::GET, "/v1/coops", None, Some(forged)), "198.51.100.20")).await;
+        response.assert_error(401, "AUTHENTICATION_FAILED");
+    }
+    // Every request of that address is now 403 quarantined, a health probe included.
+    for uri in ["/v1/health", "/v1/coops"] {
+        let response = app.send(from(build(Method::GET, uri, None, None), "198.51.100.20")).await;
+        response.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(response.body["details"]["reason"], "quarantined", "{}", response.body);
+        assert_eq!(response.headers["retry-after"], "600");
+    }
+    // Another address, and the trusted proxy itself, are served.
+    let other = app.send(from(build(Method::GET, "/v1/health", None, None), "198.51.100.21")).await;
+    assert_eq!(other.status, StatusCode::OK);
+    let proxy = app.send(build(Method::GET, "/v1/health", None, None)).await;
+    assert_eq!(proxy.status, StatusCode::OK);
+    // The quarantine ends on its own.
+    app.limiter_clock.advance(Duration::from_secs(600));
+    let back = app.send(from(build(Method::GET, "/v1/health", None, None), "198.51.100.20")).await;
+    assert_eq!(back.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_trusted_proxy_is_never_quarantined() {
+    let app = app().await;
+    let forged = "not.a.token";
+    for _ in 0..10 {
+        let response = app.send(build(Method::GET, "/v1/coops", None, Some(forged))).await;
+        response.assert_error(401, "AUTHENTICATION_FAILED");
+    }
+    let response = app.send(build(Method::GET, "/v1/health", None, None)).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+}
+
+#[tokio::test]
+async fn bad_login_signatures_replayed_challenges_and_oversized_bodies_are_violations() {
+    let app = app().await;
+    let (_, did) = key(9);
+    let client = "198.51.100.30";
+    let challenge = app
+        .send(from(build(Method::POST, "/v1/auth/challenge", Some(json!({ "did": did.to_string() })), None), client))
+        .await;
+    assert_eq!(challenge.status, StatusCode::OK);
+    let bad =
+        json!({ "did": did.to_string(), "signature": "11".repeat(64), "challenge_id": challenge.body["challenge_id"] });
+    app.send(from(build(Method::POST, "/v1/auth/verify", Some(bad.clone()), None), client))
+        .await
+        .assert_error(401, "AUTHENTICATION_FAILED");
+    // The named challenge is consumed: the same verify again is a replay.
+    app.send(from(build(Method::POST, "/v1/auth/verify", Some(bad), None), client))
+        .await
+        .assert_error(401, "AUTHENTICATION_FAILED");
+    let mut oversized = from(build(Method::POST, "/v1/auth/challenge", None, None), client);
+    oversized.headers_mut().insert("content-length", "5000000".parse().unwrap());
+    app.send(oversized).await.assert_error(413, "PAYLOAD_TOO_LARGE");
+    let response = app.send(from(build(Method::GET, "/v1/health", None, None), client)).await;
+    response.assert_error(403, "AUTHORIZATION_FAILED");
+    assert_eq!(response.body["details"]["reason"], "quarantined");
+}
+
+#[tokio::test]
+async fn an_expired_token_is_not_misbehaviour() {
+    let app = app().await;
+    let token = app.token(4, "edge", &["coop:read", "coop:write"]).await;
+    app.clock.advance_secs(7200);
+    for _ in 0..5 {
+        let response = app.send(from(build(Method::GET, "/v1/coops", None, Some(&token)), "198.51.100.40")).await;
+        response.assert_error(401, "AUTHENTICATION_FAILED");
+    }
+    let response = app.send(from(build(Method::GET, "/v1/health", None, None), "198.51.100.40")).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+}
+
+#[tokio::test]
+async fn a_request_id_is_kept_only_from_a_trusted_proxy() {
+    let trusting = app().await;
+    let mut request = build(Method::GET, "/v1/health", None, None);
+    request.headers_mut().insert("x-request-id", "lb-7f3a".parse().unwrap());
+    let response = trusting.send(request).await;
+    assert_eq!(response.headers["x-request-id"], "lb-7f3a", "from the trusted proxy: kept");
+
+    let untrusting = TestApp::new().await;
+    let mut request = build(Method::GET, "/v1/health", None, None);
+    request.headers_mut().insert("x-request-id", "chosen-by-client".parse().unwrap());
+    let response = untrusting.send(request).await;
+    let id = response.headers["x-request-id"].to_str().unwrap();
+    assert_ne!(id, "chosen-by-client", "a client cannot choose its request id");
+    assert_eq!(id.len(), 36, "a fresh UUID: {id}");
+
+    let mut request = build(Method::GET, "/v1/health", None, None);
+    request
+        .headers_mut()
+        .insert("x-request-id", "bad id\twith\"quotes".parse().unwrap_or_else(|_| "x".repeat(200).parse().unwrap()));
+    let response = trusting.send(request).await;
+    assert_ne!(response.headers["x-request-id"].len(), 200, "not a short printable token: replaced");
+}
