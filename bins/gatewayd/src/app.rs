@@ -9,13 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use axum::routing::get;
 use gateway_auth::TokenConfig;
 use gateway_core::SystemClock;
 use gateway_http::state::AssembleOptions;
 use gateway_http::{CorsMode, HttpConfig};
 use gateway_store::Store;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
 use crate::config::{GatewayConfig, TlsFiles};
@@ -47,24 +45,6 @@ impl Listeners {
     }
 }
 
-/// The process's one Prometheus recorder: the `metrics` facade has a single global recorder, so
-/// every gateway served in this process (tests serve several) reports through it.
-fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
-    static HANDLE: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
-    let mut installed = HANDLE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(handle) = installed.as_ref() {
-        return Ok(handle.clone());
-    }
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    // Remembered only once installed: a failed install (another recorder is already global)
-    // fails every `serve`, rather than handing later ones a handle nothing records into.
-    metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
-    gateway_ws::metrics::describe_metrics();
-    *installed = Some(handle.clone());
-    Ok(handle)
-}
-
 /// Serves the gateway on `listeners` until `shutdown` resolves: opens the store, assembles the
 /// state, starts the background tasks, the metrics listener and the API (TLS when configured),
 /// then drains.
@@ -78,20 +58,51 @@ pub async fn serve(
             "DEVELOPMENT PROFILE: open enrollment grants any scopes for any cooperative, every DID has trust {}, CORS is permissive. Never use --dev in production.",
             config.trust_default
         );
+        if config.store == gateway_store::StoreSpec::Memory {
+            tracing::warn!(
+                "--dev without --store keeps everything in memory: nothing survives a restart (give --store sqlite:<file> to keep it)"
+            );
+        }
     }
     let tokens =
         TokenConfig { ttl_secs: config.token_ttl, ..TokenConfig::with_secret(config.jwt_secret.clone().into_bytes()) };
-    if tokens.secret_is_short() {
-        tracing::warn!(
-            "the JWT secret is shorter than {} bytes; use a longer random secret",
-            gateway_auth::token::RECOMMENDED_SECRET_LEN
-        );
+    if let Some(weakness) = crate::secret_weakness(&config.jwt_secret) {
+        tracing::warn!("{weakness}");
     }
+    let anchors: Vec<String> = config.trust_anchors.iter().map(ToString::to_string).collect();
+    if anchors.is_empty() && !config.dev {
+        tracing::warn!("{}", crate::NO_TRUST_ANCHOR);
+    }
+    tracing::info!(store = %config.store, trust_anchors = ?anchors, trust_default = config.trust_default, "starting");
     let tls = config.tls.as_ref().map(tls_server_config).transpose()?;
-    let metrics = metrics_handle()?;
+    let metrics = if config.metrics { Some(crate::metrics::handle()?) } else { None };
 
-    let store =
-        Arc::new(Store::open(&config.store).await.with_context(|| format!("opening the store {}", config.store))?);
+    let store = Arc::new(
+        Store::open_with(&config.store, config.store_options)
+            .await
+            .with_context(|| format!("opening the store {}", config.store))?,
+    );
+    let redis = config
+        .redis
+        .as_ref()
+        .map(|settings| {
+            gateway_redis::Redis::new(gateway_redis::RedisConfig {
+                prefix: settings.prefix.clone(),
+                ..gateway_redis::RedisConfig::new(&settings.url)
+            })
+        })
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let redis_limits = redis.as_ref().map(|redis| Arc::new(gateway_redis::RedisLimits::new(redis.clone())));
+    if let Some(redis) = &redis {
+        match redis.ping().await {
+            Ok(()) => tracing::info!(redis = %redis.url(), "sharing limits, challenges and nonces through Redis"),
+            Err(err) => tracing::warn!(
+                redis = %redis.url(),
+                "{err}: starting anyway; logins answer 503 and limits are counted per replica until it answers"
+            ),
+        }
+    }
     let cors =
         if config.dev { CorsMode::Development } else { CorsMode::Production { origin: config.cors_origin.clone() } };
     let options = AssembleOptions {
@@ -101,13 +112,26 @@ pub async fn serve(
         trust_anchors: config.trust_anchors.clone(),
         trust_default: config.trust_default,
         trusted_proxies: config.trusted_proxies.clone(),
-        http: HttpConfig { cors, tls: config.tls.is_some(), version: env!("CARGO_PKG_VERSION") },
+        http: HttpConfig {
+            cors,
+            tls: config.tls.is_some(),
+            version: env!("CARGO_PKG_VERSION"),
+            metrics: config.metrics,
+            quarantine: config.quarantine,
+            ..HttpConfig::default()
+        },
         clock: Arc::new(SystemClock),
         limiter_clock: Arc::new(gateway_limits::SystemClock::new()),
         membership_ttl: Duration::from_secs(1),
         receipt_keys: Arc::new(
             crate::keys::KeystoreKeys::load(config.keystore.clone(), config.keystore_passphrase.clone()).await,
         ),
+        cluster: redis.as_ref().zip(redis_limits.clone()).map(|(redis, limits)| gateway_http::Cluster {
+            limits,
+            challenges: Arc::new(gateway_redis::RedisChallengeStore::new(redis.clone())),
+            nonces: Arc::new(gateway_redis::RedisNonceStore::new(redis.clone())),
+            velocity_fallback: config.redis.as_ref().map(|r| r.velocity_fallback).unwrap_or_default(),
+        }),
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     // Every task this gateway starts lives in `background` and stops when `serve` returns, so a
@@ -115,6 +139,25 @@ pub async fn serve(
     let mut background = tokio::task::JoinSet::new();
     let trust_changes = store.postgres_pool().is_some().then(|| store.trust_changes());
     tasks::spawn_background(&mut background, &state, trust_changes, config.builtin_executor);
+    // icn_network_connections_active: the database connections open now, plus Redis while it
+    // answers (contract 10: the partition and isolation alerts mean "lost its backends").
+    {
+        let (store, redis) = (store.clone(), redis.clone());
+        background.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(2));
+            loop {
+                tick.tick().await;
+                let redis = redis.as_ref().map_or(0, |r| usize::from(r.is_up()));
+                metrics::gauge!("icn_network_connections_active").set((store.backend_connections() + redis) as f64);
+            }
+        });
+    }
+    if let Some(redis) = redis {
+        background.spawn(redis.watch());
+    }
+    if let Some(limits) = redis_limits {
+        background.spawn(tasks::seed_velocity(limits, state.ledger.clone(), state.clock.clone()));
+    }
     let ws = gateway_ws::WsState::new(
         gateway_ws::WsDeps {
             events: store.clone(),
@@ -123,6 +166,7 @@ pub async fn serve(
             membership: store.clone(),
             open_enrollment: config.open_enrollment,
             clock: state.clock.clone(),
+            misbehavior: Some(state.misbehavior.clone()),
         },
         gateway_ws::WsConfig::default(),
     );
@@ -133,19 +177,28 @@ pub async fn serve(
     // frame first (axum does not track upgraded sockets), then HTTP drains.
     let shutdown = async move {
         shutdown.await;
-        let closed = sockets.shutdown("the gateway is restarting", Some(5_000), DRAIN_DEADLINE).await;
-        tracing::info!(closed, "WebSocket connections closed");
+        // A stop, which may or may not be followed by a start: the client is told to try again
+        // in 5 s (another replica, or this one back), and backfills what it missed.
+        let open = sockets.active_connections();
+        let left = sockets.shutdown("the gateway is stopping", Some(5_000), DRAIN_DEADLINE).await;
+        tracing::info!(closed = open.saturating_sub(left), still_open = left, "WebSocket connections closed");
     };
 
     tracing::info!("metrics on http://{}/metrics", listeners.metrics.local_addr()?);
-    background.spawn(serve_metrics(listeners.metrics, metrics));
+    background.spawn(crate::metrics::serve(listeners.metrics, metrics));
 
     let listener = listeners.api;
     let addr = listener.local_addr()?;
     match tls {
         None => {
             tracing::info!("listening on http://{addr}");
-            gateway_http::serve(listener, app, shutdown).await?;
+            let proxies = config.trusted_proxies.clone();
+            let limits = gateway_http::serve::EdgeLimits {
+                exempt: Arc::new(move |ip| proxies.iter().any(|net| net.contains(&ip))),
+                drain: DRAIN_DEADLINE,
+                ..gateway_http::serve::EdgeLimits::default()
+            };
+            gateway_http::serve::serve(listener, app, limits, shutdown).await?;
         }
         Some(server) => {
             tracing::info!("listening on https://{addr} (TLS 1.3)");
@@ -154,26 +207,6 @@ pub async fn serve(
     }
     background.shutdown().await;
     Ok(())
-}
-
-async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
-    let upkeep = handle.clone();
-    let upkeep = async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            upkeep.run_upkeep();
-        }
-    };
-    let app = Router::new().route("/metrics", get(move || std::future::ready(handle.render())));
-    tokio::select! {
-        served = axum::serve(listener, app) => {
-            if let Err(err) = served {
-                tracing::error!("metrics listener failed: {err}");
-            }
-        }
-        () = upkeep => {}
-    }
 }
 
 /// The TLS 1.3-only server configuration (rustls with the ring provider) from the PEM files;

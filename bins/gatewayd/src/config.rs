@@ -35,6 +35,20 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API (the default).
     Serve,
+    /// Write a commented gateway.toml (a random JWT secret, mode 0600) and, when ICN_PASSPHRASE
+    /// is set, a keystore; name the founder's DID as trust anchor so that the founder can
+    /// govern and compute from the start.
+    Init {
+        /// Where to write gateway.toml (and keystore.json, gateway.db later).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The founder's DID (`gatewayctl key show` prints it): the first trust anchor.
+        #[arg(long)]
+        founder: Option<String>,
+        /// Overwrite an existing gateway.toml.
+        #[arg(long)]
+        force: bool,
+    },
     /// Validate the configuration and print it (secrets redacted).
     Config {
         /// What to do with the configuration.
@@ -87,10 +101,21 @@ pub struct Settings {
     /// Store: memory, sqlite:<path> or postgres://… [default: sqlite:gateway.db].
     #[arg(long, env = "ICN_GATEWAY_STORE", global = true)]
     pub store: Option<String>,
-    /// Redis URL for rate-limit state and challenges shared by replicas (not supported yet:
-    /// giving it stops start-up with an explanation rather than being silently ignored).
+    /// The most PostgreSQL connections this replica opens [default: 16]; replicas × this must
+    /// fit in the server's max_connections.
+    #[arg(long, env = "ICN_GATEWAY_POSTGRES_MAX_CONNECTIONS", global = true)]
+    pub postgres_max_connections: Option<u32>,
+    /// Redis URL (redis://[user:password@]host[:port][/db]): replicas share rate limits, login
+    /// challenges and request-signature nonces through it.
     #[arg(long, env = "ICN_GATEWAY_REDIS", global = true)]
     pub redis: Option<String>,
+    /// Prefix of every Redis key [default: icn:gw:].
+    #[arg(long, env = "ICN_GATEWAY_REDIS_PREFIX", global = true)]
+    pub redis_prefix: Option<String>,
+    /// What payments do while Redis is unreachable: deny (503) or local (count on this replica)
+    /// [default: deny].
+    #[arg(long, env = "ICN_GATEWAY_REDIS_VELOCITY_FALLBACK", global = true)]
+    pub redis_velocity_fallback: Option<VelocityFallbackArg>,
     /// HMAC secret of the tokens (at least 32 bytes recommended).
     #[arg(long, env = "ICN_GATEWAY_JWT_SECRET", global = true, hide_env_values = true)]
     pub jwt_secret: Option<String>,
@@ -129,6 +154,23 @@ pub struct Settings {
     /// Run CCL tasks with the built-in interpreter [default: true].
     #[arg(long, env = "ICN_GATEWAY_BUILTIN_EXECUTOR", global = true)]
     pub builtin_executor: Option<bool>,
+    /// Log lines as text (default) or JSON objects, one a line.
+    #[arg(long, env = "ICN_GATEWAY_LOG_FORMAT", global = true)]
+    pub log_format: Option<LogFormat>,
+    /// Record and serve metrics [default: true]; false records nothing (the metrics listener
+    /// still answers, with no families).
+    #[arg(long, env = "ICN_GATEWAY_METRICS", global = true)]
+    pub metrics: Option<bool>,
+    /// Protocol violations by one address within the quarantine window that quarantine it
+    /// [default: 50].
+    #[arg(long, env = "ICN_GATEWAY_QUARANTINE_VIOLATIONS", global = true)]
+    pub quarantine_violations: Option<u32>,
+    /// The window violations are counted in, seconds [default: 300].
+    #[arg(long, env = "ICN_GATEWAY_QUARANTINE_WINDOW", global = true)]
+    pub quarantine_window: Option<u64>,
+    /// How long a quarantine lasts, seconds [default: 900].
+    #[arg(long, env = "ICN_GATEWAY_QUARANTINE_SECS", global = true)]
+    pub quarantine_secs: Option<u64>,
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
@@ -142,6 +184,48 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(default)]
     pub trust: TrustSection,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// `--redis-velocity-fallback`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VelocityFallbackArg {
+    /// Refuse payments with 503 while the shared velocity limit cannot be checked.
+    Deny,
+    /// Count payments on each replica's own limiter meanwhile.
+    Local,
+}
+
+/// Redis, when replicas share state through it.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// The URL (may hold a password: printed only through [`gateway_store::redact_url`]).
+    pub url: String,
+    /// Key prefix.
+    pub prefix: String,
+    /// Payments while Redis is unreachable.
+    pub velocity_fallback: gateway_http::limits::VelocityFallback,
+}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &gateway_store::redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("velocity_fallback", &self.velocity_fallback)
+            .finish()
+    }
 }
 
 /// The file's `[auth]` section (the contract's spelling).
@@ -181,6 +265,10 @@ pub struct GatewayConfig {
     pub metrics_listen: SocketAddr,
     /// Store backend.
     pub store: StoreSpec,
+    /// How the store is opened.
+    pub store_options: gateway_store::StoreOptions,
+    /// Redis shared by the replicas, if any.
+    pub redis: Option<RedisSettings>,
     /// Token secret (never printed).
     pub jwt_secret: String,
     /// Token lifetime, seconds.
@@ -207,6 +295,12 @@ pub struct GatewayConfig {
     pub builtin_executor: bool,
     /// The development profile.
     pub dev: bool,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Whether metrics are recorded.
+    pub metrics: bool,
+    /// When misbehaving addresses are quarantined.
+    pub quarantine: gateway_limits::QuarantinePolicy,
 }
 
 impl GatewayConfig {
@@ -226,12 +320,37 @@ impl GatewayConfig {
             .or(file.store)
             .unwrap_or_else(|| if dev { "memory".to_owned() } else { "sqlite:gateway.db".to_owned() });
         let store = store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)?;
-        if let Some(url) = settings.redis.as_ref().or(file.redis.as_ref()) {
-            let url = gateway_store::redact_url(url);
-            bail!(
-                "--redis {url}: sharing challenges and rate-limit state through Redis is not supported yet; each gateway keeps them in memory. Run without --redis (with several replicas, route a client's login requests to one replica)"
-            );
-        }
+        let redis_url = settings.redis.or(file.redis).filter(|url| !url.is_empty());
+        let velocity_fallback = match settings.redis_velocity_fallback.or(file.redis_velocity_fallback) {
+            Some(VelocityFallbackArg::Local) => gateway_http::limits::VelocityFallback::Local,
+            Some(VelocityFallbackArg::Deny) | None => gateway_http::limits::VelocityFallback::Deny,
+        };
+        let redis = match redis_url {
+            Some(url) => {
+                if !["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|scheme| url.starts_with(scheme)) {
+                    bail!(
+                        "--redis {}: not a Redis URL; use redis://[user:password@]host[:port][/db]",
+                        gateway_store::redact_url(&url)
+                    );
+                }
+                let prefix = settings
+                    .redis_prefix
+                    .or(file.redis_prefix)
+                    .unwrap_or_else(|| gateway_redis::DEFAULT_PREFIX.to_owned());
+                Some(RedisSettings { url, prefix, velocity_fallback })
+            }
+            None => {
+                if settings.redis_prefix.is_some() || file.redis_prefix.is_some() {
+                    bail!("--redis-prefix is set but --redis is not: give the Redis URL, or drop the prefix");
+                }
+                if settings.redis_velocity_fallback.is_some() || file.redis_velocity_fallback.is_some() {
+                    bail!(
+                        "--redis-velocity-fallback is set but --redis is not: give the Redis URL, or drop the fallback"
+                    );
+                }
+                None
+            }
+        };
         let jwt_secret = settings.jwt_secret.or(file.jwt_secret).unwrap_or_default();
         if jwt_secret.is_empty() {
             bail!(
@@ -255,6 +374,32 @@ impl GatewayConfig {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
             _ => bail!("TLS needs both --tls-cert and --tls-key"),
+        };
+        let defaults = gateway_limits::QuarantinePolicy::default();
+        let quarantine = gateway_limits::QuarantinePolicy {
+            threshold: match settings.quarantine_violations.or(file.quarantine_violations) {
+                Some(n) => std::num::NonZeroU32::new(n)
+                    .ok_or_else(|| anyhow::anyhow!("quarantine violations must be at least 1"))?,
+                None => defaults.threshold,
+            },
+            window: settings
+                .quarantine_window
+                .or(file.quarantine_window)
+                .map_or(defaults.window, std::time::Duration::from_secs),
+            quarantine: settings
+                .quarantine_secs
+                .or(file.quarantine_secs)
+                .map_or(defaults.quarantine, std::time::Duration::from_secs),
+        };
+        if quarantine.window.is_zero() || quarantine.quarantine.is_zero() {
+            bail!("the quarantine window and length must be at least one second");
+        }
+        let store_options = gateway_store::StoreOptions {
+            postgres_max_connections: match settings.postgres_max_connections.or(file.postgres_max_connections) {
+                Some(0) => bail!("--postgres-max-connections must be at least 1"),
+                Some(n) => n,
+                None => gateway_store::StoreOptions::default().postgres_max_connections,
+            },
         };
         let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
         let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
@@ -284,6 +429,8 @@ impl GatewayConfig {
                 .or(file.metrics_listen)
                 .unwrap_or_else(|| "127.0.0.1:9100".parse().expect("valid")),
             store,
+            store_options,
+            redis,
             jwt_secret,
             token_ttl,
             challenge_ttl,
@@ -304,6 +451,9 @@ impl GatewayConfig {
                 .unwrap_or(dev),
             builtin_executor: settings.builtin_executor.or(file.builtin_executor).unwrap_or(true),
             dev,
+            log_format: settings.log_format.or(file.log_format).unwrap_or_default(),
+            metrics: settings.metrics.or(file.metrics).unwrap_or(true),
+            quarantine,
         })
     }
 
@@ -311,10 +461,23 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\njwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}",
             self.listen,
             self.metrics_listen,
             self.store,
+            self.store_options.postgres_max_connections,
+            match &self.redis {
+                Some(redis) => format!(
+                    "redis = {}\nredis_prefix = {:?}\nredis_velocity_fallback = {}\n",
+                    gateway_store::redact_url(&redis.url),
+                    redis.prefix,
+                    match redis.velocity_fallback {
+                        gateway_http::limits::VelocityFallback::Deny => "deny",
+                        gateway_http::limits::VelocityFallback::Local => "local",
+                    }
+                ),
+                None => String::new(),
+            },
             self.jwt_secret.len(),
             self.token_ttl,
             self.challenge_ttl,
@@ -327,6 +490,14 @@ impl GatewayConfig {
             self.open_enrollment,
             self.builtin_executor,
             self.dev,
+            match self.log_format {
+                LogFormat::Text => "text",
+                LogFormat::Json => "json",
+            },
+            self.metrics,
+            self.quarantine.threshold,
+            self.quarantine.window.as_secs(),
+            self.quarantine.quarantine.as_secs(),
         )
     }
 }
@@ -354,8 +525,10 @@ fn first_non_empty<const N: usize>(lists: [Vec<String>; N]) -> Vec<String> {
 mod tests {
     use super::*;
 
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
     fn settings() -> Settings {
-        Settings { jwt_secret: Some("x".repeat(32)), ..Settings::default() }
+        Settings { jwt_secret: Some(SECRET.into()), ..Settings::default() }
     }
 
     #[test]
@@ -417,10 +590,42 @@ mod tests {
     }
 
     #[test]
-    fn redis_is_refused_rather_than_ignored() {
-        let err = GatewayConfig::resolve(Settings { redis: Some("redis://127.0.0.1:6379".into()), ..settings() })
-            .unwrap_err();
-        assert!(err.to_string().contains("not supported yet"), "{err}");
+    fn redis_settings_resolve_with_their_defaults() {
+        let config =
+            GatewayConfig::resolve(Settings { redis: Some("redis://127.0.0.1:6379".into()), ..settings() }).unwrap();
+        let redis = config.redis.expect("redis configured");
+        assert_eq!(redis.prefix, "icn:gw:");
+        assert_eq!(redis.velocity_fallback, gateway_http::limits::VelocityFallback::Deny);
+        let local = GatewayConfig::resolve(Settings {
+            redis: Some("redis://cache".into()),
+            redis_prefix: Some("coop-a:".into()),
+            redis_velocity_fallback: Some(VelocityFallbackArg::Local),
+            ..settings()
+        })
+        .unwrap();
+        let redis = local.redis.unwrap();
+        assert_eq!(
+            (redis.prefix.as_str(), redis.velocity_fallback),
+            ("coop-a:", gateway_http::limits::VelocityFallback::Local)
+        );
+        let err = GatewayConfig::resolve(Settings { redis: Some("http://cache".into()), ..settings() }).unwrap_err();
+        assert!(err.to_string().contains("not a Redis URL"), "{err}");
+        assert!(GatewayConfig::resolve(Settings { redis: Some(String::new()), ..settings() }).unwrap().redis.is_none());
+        let err =
+            GatewayConfig::resolve(Settings { redis_prefix: Some("p:".into()), ..settings() }).unwrap_err().to_string();
+        assert!(err.contains("--redis-prefix is set but --redis is not"), "{err}");
+        let err = GatewayConfig::resolve(Settings {
+            redis_velocity_fallback: Some(VelocityFallbackArg::Local),
+            ..settings()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--redis-velocity-fallback is set but --redis is not"), "{err}");
+        let tls = GatewayConfig::resolve(Settings { redis: Some("rediss://:pw@cache".into()), ..settings() }).unwrap();
+        let err = tls.check().unwrap_err().to_string();
+        assert!(err.contains("TLS to Redis is not supported") && !err.contains("pw@"), "{err}");
+        let bad_port = GatewayConfig::resolve(Settings { redis: Some("redis://cache:notaport".into()), ..settings() });
+        assert!(bad_port.unwrap().check().is_err(), "config check parses the URL as start-up does");
     }
 
     #[test]
@@ -429,9 +634,16 @@ mod tests {
         let config = GatewayConfig::resolve(Settings { store: Some(store), ..settings() }).unwrap();
         for printed in [config.summary(), format!("{config:?}")] {
             assert!(printed.contains("store = postgres://gw:***@db.example:5432/gateway"), "{printed}");
-            assert!(!printed.contains("s3cret-pw") && !printed.contains(&"x".repeat(32)), "{printed}");
+            assert!(!printed.contains("s3cret-pw") && !printed.contains(SECRET), "{printed}");
         }
-        let err = GatewayConfig::resolve(Settings { redis: Some("redis://:r3dis-pw@cache:6379".into()), ..settings() })
+        let config =
+            GatewayConfig::resolve(Settings { redis: Some("redis://:r3dis-pw@cache:6379".into()), ..settings() })
+                .unwrap();
+        for printed in [config.summary(), format!("{config:?}"), format!("{:?}", config.redis)] {
+            assert!(!printed.contains("r3dis-pw"), "{printed}");
+            assert!(printed.contains("redis://:***@cache:6379"), "{printed}");
+        }
+        let err = GatewayConfig::resolve(Settings { redis: Some("http://:r3dis-pw@cache".into()), ..settings() })
             .unwrap_err();
         assert!(!err.to_string().contains("r3dis-pw"), "{err}");
     }
@@ -460,6 +672,66 @@ mod tests {
         let config = GatewayConfig::resolve(good).unwrap();
         assert_eq!(config.trusted_proxies.len(), 2);
         assert_eq!(config.cors_origin.unwrap(), "https://coop.example:8443");
+    }
+
+    /// `gateway.example.toml` documents every setting, and the file it becomes with every
+    /// example value uncommented is accepted as it is.
+    #[test]
+    fn the_example_configuration_names_every_setting_and_is_valid() {
+        use clap::CommandFactory;
+        let example = include_str!("../../../gateway.example.toml");
+        for arg in Cli::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "config" {
+                continue;
+            }
+            let key = long.replace('-', "_");
+            assert!(
+                example.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} = "))),
+                "gateway.example.toml does not document {key}"
+            );
+        }
+        let uncommented: Vec<&str> = example
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest)
+                    if rest
+                        .split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')) =>
+                {
+                    rest
+                }
+                _ => line,
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("all.toml");
+        std::fs::write(&path, uncommented.join("\n")).unwrap();
+        let config = GatewayConfig::resolve(Settings { config: Some(path), ..Settings::default() })
+            .expect("every example value is accepted");
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.trust_anchors.len(), 1);
+        assert!(config.redis.is_some());
+        let warnings = config.check().unwrap_err().to_string();
+        assert!(warnings.contains("cert.pem"), "the example TLS files do not exist here: {warnings}");
+    }
+
+    #[test]
+    fn weak_secrets_and_a_missing_trust_anchor_are_warned_about() {
+        let short =
+            GatewayConfig::resolve(Settings { jwt_secret: Some("12345".into()), ..Settings::default() }).unwrap();
+        let warnings = short.check().unwrap();
+        assert!(warnings.iter().any(|w| w.contains("the JWT secret is 5 bytes")), "{warnings:?}");
+        assert!(warnings.iter().any(|w| w.contains("no trust anchor")), "{warnings:?}");
+        let repeated =
+            GatewayConfig::resolve(Settings { jwt_secret: Some("a".repeat(40)), ..Settings::default() }).unwrap();
+        assert!(repeated.check().unwrap().iter().any(|w| w.contains("distinct characters")));
+        let anchored = GatewayConfig::resolve(Settings {
+            trust_anchors: vec!["did:key:z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX".into()],
+            ..settings()
+        })
+        .unwrap();
+        assert!(anchored.check().unwrap().is_empty(), "{:?}", anchored.check());
     }
 
     #[test]

@@ -4,12 +4,35 @@
 
 mod app;
 pub mod config;
+pub mod init;
 mod keys;
+pub mod metrics;
 mod tasks;
 
 pub use app::{Listeners, serve, tls_server_config};
 pub use config::{GatewayConfig, TlsFiles};
 pub use keys::PASSPHRASE_VAR;
+
+/// What a gateway without a trust anchor means, said at start and by `config check`.
+pub const NO_TRUST_ANCHOR: &str = "no trust anchor is configured: every DID has the default trust score, so with the default 0.0 nobody can open a governance proposal (needs 0.4) or submit a compute task (needs 0.3); start with --trust-anchor <founder DID> (or run `gatewayd init --founder <DID>`)";
+
+/// Why a JWT secret is weak, if it is: shorter than 32 bytes, or made of few distinct bytes.
+pub fn secret_weakness(secret: &str) -> Option<String> {
+    let distinct = secret.bytes().collect::<std::collections::BTreeSet<u8>>().len();
+    if secret.len() < gateway_auth::token::RECOMMENDED_SECRET_LEN {
+        Some(format!(
+            "the JWT secret is {} bytes: use at least {} random bytes (`gatewayd init` writes one)",
+            secret.len(),
+            gateway_auth::token::RECOMMENDED_SECRET_LEN
+        ))
+    } else if distinct < 8 {
+        Some(format!(
+            "the JWT secret uses only {distinct} distinct characters: use random bytes (`gatewayd init` writes one)"
+        ))
+    } else {
+        None
+    }
+}
 
 impl GatewayConfig {
     /// Resolves a configuration from command-line style arguments (without the program name),
@@ -33,7 +56,18 @@ impl GatewayConfig {
         if let Some(files) = &self.tls {
             tls_server_config(files)?;
         }
+        if let Some(redis) = &self.redis {
+            // The URL as start-up parses it (TLS refused, a malformed host or port); the
+            // connection itself is made lazily, so an unreachable Redis is not an error here.
+            gateway_redis::Redis::new(gateway_redis::RedisConfig::new(&redis.url)).map_err(anyhow::Error::msg)?;
+        }
         let mut warnings = Vec::new();
+        if let Some(weakness) = secret_weakness(&self.jwt_secret) {
+            warnings.push(weakness);
+        }
+        if self.trust_anchors.is_empty() && !self.dev {
+            warnings.push(NO_TRUST_ANCHOR.to_owned());
+        }
         if let Some(path) = &self.keystore
             && !path.is_file()
         {

@@ -10,18 +10,36 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction};
+use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction, LogFormat};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    init_tracing();
+/// Runs the command; an error is printed as one message (with its causes, never a backtrace,
+/// whatever `RUST_BACKTRACE` says) and the exit status is 1.
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(Cli::parse())) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Keystore { action: KeystoreAction::Init }) => return keystore_init(cli.settings.keystore),
         Some(Command::Keystore { action: KeystoreAction::Rotate }) => return keystore_rotate(cli.settings.keystore),
+        Some(Command::Init { dir, founder, force }) => return gatewayd::init::run(&dir, founder.as_deref(), force),
         _ => {}
     }
     let config = GatewayConfig::resolve(cli.settings)?;
+    init_tracing(config.log_format);
     match cli.command {
         None | Some(Command::Serve) => {
             let listeners = gatewayd::Listeners::bind(&config).await?;
@@ -30,13 +48,19 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Config { action: ConfigAction::Check }) => {
-            for warning in config.check()? {
+            let warnings = config.check()?;
+            for warning in &warnings {
                 println!("warning: {warning}");
             }
-            println!("configuration is valid\n{}", config.summary());
+            let verdict = if warnings.is_empty() {
+                "configuration is valid"
+            } else {
+                "configuration is valid, with the warnings above"
+            };
+            println!("{verdict}\n{}", config.summary());
             Ok(())
         }
-        Some(Command::Keystore { .. }) => unreachable!("handled above"),
+        Some(Command::Keystore { .. } | Command::Init { .. }) => unreachable!("handled above"),
     }
 }
 
@@ -80,17 +104,18 @@ fn keystore_rotate(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Logs go to stdout; `RUST_LOG` filters (default `info`), `ICN_GATEWAY_LOG_FORMAT=json` gives
-/// one JSON object a line.
-fn init_tracing() {
+/// Logs go to stdout: human-readable lines, or one JSON object a line with `--log-format json`.
+/// `RUST_LOG` filters them (default `info`: one access line per request under the target
+/// `gateway::access`, warnings and errors; `RUST_LOG=info,gateway::access=off` drops the access
+/// lines).
+fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
-    if std::env::var("ICN_GATEWAY_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
     }
 }
 

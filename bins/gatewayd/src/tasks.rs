@@ -1,4 +1,5 @@
-//! Background work of a running gateway: the built-in compute executor and claim timeouts,
+//! Background work of a running gateway: the write probe behind readiness, the built-in
+//! compute executor and claim timeouts,
 //! limiter eviction, pruning of expired idempotent answers and quotes, the proposal sweeper, notification fan-outs left unexpanded, ledger gauges and the integrity audit
 //! behind `icn_ledger_entries_quarantined`, and (when replicas
 //! share PostgreSQL) refreshing the trust graph written by other replicas.
@@ -35,6 +36,19 @@ pub(crate) fn spawn_background(
         }
     });
 
+    // Readiness follows writes (contract 10): a one-row commit every second keeps the verdict
+    // fresh when nobody else writes; the store records every commit's outcome itself.
+    let store = state.store_health.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            // The outcome is recorded by the store; `/readyz` reads it.
+            let _ = store.probe_write().await;
+        }
+    });
+
     let limits = state.limits.clone();
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(30));
@@ -42,6 +56,16 @@ pub(crate) fn spawn_background(
             tick.tick().await;
             let evicted = limits.evict_idle();
             tracing::debug!(evicted, "evicted idle rate-limit keys");
+        }
+    });
+
+    let misbehavior = state.misbehavior.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            misbehavior.evict_idle();
+            metrics::gauge!(gateway_limits::misbehavior::QUARANTINED_PEERS).set(misbehavior.quarantined_now() as f64);
         }
     });
 
@@ -141,5 +165,39 @@ fn export_balance_sums(
             exported.insert(currency.clone());
         }
         metrics::gauge!("icn_ledger_balances_total", "currency" => currency).set(micros as f64 / 1_000_000.0);
+    }
+}
+
+/// Keeps the shared velocity windows in Redis whole: Redis keeps nothing on disk, so after it
+/// restarts (or on a cluster's first start) the first replica to notice seeds every payer's
+/// window from the durable ledger, as a single gateway does at start. Checked every second by
+/// every replica (one `SET NX`), so the gap after Redis returns is about a second.
+pub(crate) async fn seed_velocity(
+    limits: std::sync::Arc<gateway_redis::RedisLimits>,
+    ledger: gateway_domain::ledger::Ledger,
+    clock: std::sync::Arc<dyn gateway_core::Clock>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if !matches!(limits.claim_seeding().await, Ok(true)) {
+            continue;
+        }
+        let now = clock.now_unix_secs();
+        let seeded = match ledger.payments_since(now.saturating_sub(gateway_limits::VELOCITY_WINDOW.as_secs())).await {
+            Ok(payments) => {
+                let ages: Vec<(String, u64)> =
+                    payments.into_iter().map(|(payer, at)| (payer, now.saturating_sub(at))).collect();
+                limits.seed_payments(&ages).await.map_err(|e| e.to_string())
+            }
+            Err(err) => Err(err.to_string()),
+        };
+        match seeded {
+            Ok(count) => tracing::info!(count, "seeded the shared velocity windows in Redis from the ledger"),
+            Err(err) => {
+                tracing::warn!("seeding the shared velocity windows failed ({err}); another replica will retry");
+                let _ = limits.release_seeding().await;
+            }
+        }
     }
 }

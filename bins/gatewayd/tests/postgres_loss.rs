@@ -146,6 +146,61 @@ async fn losing_postgresql_is_503_within_a_second_and_serving_resumes_by_itself(
         assert!(back.elapsed() < Duration::from_secs(20), "the gateway did not reconnect by itself");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (status, _) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
-    assert_eq!(status, 200, "ready again");
+    // Ready again once a commit succeeds: the write probe commits every second.
+    let reads_back = Instant::now();
+    while json_request(&gateway.api, "GET", "/readyz", None, None).await.0 != 200 {
+        assert!(reads_back.elapsed() < Duration::from_secs(5), "not ready again within 5 s of the database's return");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs one SQL statement on the private server as its superuser.
+fn psql(server: &PrivateServer, sql: &str) {
+    let out = pg_command("psql")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", "postgres", "-d", "postgres"])
+        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A database that still answers reads but refuses every write (a read-only standby, a
+/// database set read-only): `/readyz` follows the writes, not the reads, and comes back by itself
+/// once a commit succeeds; writes in the meantime are 503, never 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_refuses_writes_makes_the_replica_unready_until_it_commits_again() {
+    let server = PrivateServer::init();
+    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
+    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+    let token = login(&gateway.api, 1, "ro", &scopes).await;
+    let create = json!({ "name": "Read-only", "coop_type": "worker" });
+    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(json_request(&gateway.api, "GET", "/readyz", None, None).await.0, 200);
+
+    psql(&server, "ALTER SYSTEM SET default_transaction_read_only = on");
+    psql(&server, "SELECT pg_reload_conf()");
+    let refused = Instant::now();
+    loop {
+        let (status, body) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+        if status == 503 {
+            assert_eq!(body["code"], "SERVICE_UNAVAILABLE", "{body}");
+            break;
+        }
+        assert!(refused.elapsed() < Duration::from_secs(5), "/readyz still {status} while every write fails");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = json_request(&gateway.api, "GET", "/v1/coops/ro", None, Some(&token)).await;
+    assert_eq!(status, 200, "reads are still served: {body}");
+    let member = json!({ "did": support::signing_key(2).1 });
+    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops/ro/members", Some(member), Some(&token)).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("SERVICE_UNAVAILABLE")), "{body}");
+
+    psql(&server, "ALTER SYSTEM RESET default_transaction_read_only");
+    psql(&server, "SELECT pg_reload_conf()");
+    let back = Instant::now();
+    while json_request(&gateway.api, "GET", "/readyz", None, None).await.0 != 200 {
+        assert!(back.elapsed() < Duration::from_secs(5), "not ready again after writes came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

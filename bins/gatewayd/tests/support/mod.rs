@@ -72,13 +72,16 @@ pub fn start_on(store: &str, extra: &[&str], env: &[(&str, &str)]) -> Gateway {
     let (mut api, mut metrics) = (None, None);
     while api.is_none() || metrics.is_none() {
         let line = rx.recv_timeout(Duration::from_secs(30)).expect("gatewayd did not report its addresses");
+        // The address ends at a blank or, in a JSON line, at the message's closing quote.
+        let address =
+            |rest: &str| rest.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or_default().to_owned();
         for scheme in ["listening on http://", "listening on https://"] {
             if let Some(rest) = line.split(scheme).nth(1) {
-                api = Some(rest.split_whitespace().next().unwrap_or_default().to_owned());
+                api = Some(address(rest));
             }
         }
         if let Some(rest) = line.split("metrics on http://").nth(1) {
-            metrics = Some(rest.trim().trim_end_matches("/metrics").to_owned());
+            metrics = Some(address(rest).trim_end_matches("/metrics").to_owned());
         }
     }
     Gateway { child, api: api.unwrap(), metrics: metrics.unwrap(), logs }

@@ -1,0 +1,124 @@
+//! WebSocket protocol violations (contract 9), sent as raw frames over a real socket by a client
+//! that breaks RFC 6455 on purpose: each is answered with a Close frame carrying the RFC's code
+//! (1002 protocol error, 1003 binary, 1007 invalid UTF-8, 1009 too big), never a bare TCP reset,
+//! and each counts as a `ws_protocol` violation of the client's address.
+
+mod support;
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::{serve_in_process, try_request};
+
+/// Opens a WebSocket to `/v1/ws/c1` by hand and returns the socket after the 101.
+async fn handshake(api: &str) -> TcpStream {
+    let mut socket = TcpStream::connect(api).await.unwrap();
+    let request = format!(
+        "GET /v1/ws/c1 HTTP/1.1\r\nHost: {api}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        socket.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    socket
+}
+
+/// A client frame: `first` is FIN/RSV/opcode, the payload masked with a fixed key unless
+/// `masked` is false.
+fn frame(first: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mut out = vec![first];
+    let mask_bit = if masked { 0x80 } else { 0 };
+    match payload.len() {
+        n if n < 126 => out.push(mask_bit | n as u8),
+        n if n < 65536 => {
+            out.push(mask_bit | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(mask_bit | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    if masked {
+        let key = [0x11, 0x22, 0x33, 0x44];
+        out.extend_from_slice(&key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    } else {
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// Reads server frames until a Close frame; returns its code. Panics if the connection ends
+/// without one (a bare reset) or nothing comes within 5 s.
+async fn close_code(socket: &mut TcpStream) -> u16 {
+    let mut buffer = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut chunk))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap_or(0);
+        assert!(read > 0 || !buffer.is_empty(), "the connection ended without a Close frame");
+        buffer.extend_from_slice(&chunk[..read]);
+        // Server frames are unmasked; walk them.
+        let mut at = 0;
+        while buffer.len() >= at + 2 {
+            let opcode = buffer[at] & 0x0f;
+            let (len, header) = match buffer[at + 1] & 0x7f {
+                126 if buffer.len() >= at + 4 => (u16::from_be_bytes([buffer[at + 2], buffer[at + 3]]) as usize, 4),
+                127 => panic!("no server frame here is that long"),
+                126 => break,
+                n => (n as usize, 2),
+            };
+            if buffer.len() < at + header + len {
+                break;
+            }
+            if opcode == 0x8 {
+                let payload = &buffer[at + header..at + header + len];
+                assert!(payload.len() >= 2, "a Close frame with a code");
+                return u16::from_be_bytes([payload[0], payload[1]]);
+            }
+            at += header + len;
+        }
+        assert!(read > 0, "the connection ended without a Close frame: {buffer:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_protocol_violation_is_closed_with_its_rfc_6455_code() {
+    let gateway = serve_in_process("memory", &["--open-enrollment", "true"]).await;
+    let text = |payload: &[u8]| frame(0x81, payload, true);
+    for (name, bytes, code) in [
+        ("an unmasked client frame", frame(0x81, br#"{"type":"Ping"}"#, false), 1002),
+        ("reserved bits", frame(0x81 | 0x40, br#"{"type":"Ping"}"#, true), 1002),
+        ("an unknown data opcode", frame(0x83, b"x", true), 1002),
+        ("an unknown control opcode", frame(0x8b, b"", true), 1002),
+        ("a control frame over 125 bytes", frame(0x89, &[b'p'; 126], true), 1002),
+        ("a fragmented control frame", frame(0x09, b"ping", true), 1002),
+        ("a continuation without a start", frame(0x80, b"x", true), 1002),
+        ("a binary frame", frame(0x82, b"\x00\x01", true), 1003),
+        ("invalid UTF-8", text(b"{\"type\":\"\xff\xfe\"}"), 1007),
+        ("a message over 64 KiB", text(&vec![b' '; 70_000]), 1009),
+    ] {
+        let mut socket = handshake(&gateway.api).await;
+        socket.write_all(&bytes).await.unwrap();
+        assert_eq!(close_code(&mut socket).await, code, "{name}");
+    }
+    // Counted as violations of the client's address (each from 127.0.0.1).
+    let (_, metrics) = try_request(&gateway.metrics, "GET", "/metrics", None, &[]).await.unwrap();
+    let counted: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("icn_misbehavior_violations_total{violation_type=\"ws_protocol\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(counted >= 10.0, "ws_protocol violations counted: {counted}");
+}
