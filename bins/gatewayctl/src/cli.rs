@@ -67,6 +67,12 @@ pub(crate) enum Command {
     Watch(WatchArgs),
     /// Your notifications.
     Notifications(NotificationsArgs),
+    /// Verify a signed request's evidence offline: the `request_signature` of a history item,
+    /// a voter's entry, or the evidence object itself; prints the signer. Needs no gateway.
+    VerifyRequest {
+        /// A JSON file holding the evidence or a record that carries it [default: standard input].
+        file: Option<PathBuf>,
+    },
 }
 
 /// `key …`.
@@ -75,7 +81,11 @@ pub(crate) enum KeyCommand {
     /// Write a new key file (readable by you only); refuses to overwrite an existing one.
     Generate,
     /// Show the key's DIDs and public key.
-    Show,
+    Show {
+        /// Print only the `did:key` DID, for scripts: `ALICE=$(gatewayctl key show --did)`.
+        #[arg(long)]
+        did: bool,
+    },
 }
 
 /// `login`.

@@ -91,6 +91,12 @@ pub(crate) fn short_did(did: &str) -> String {
     format!("{head}…{tail}")
 }
 
+/// An amount and its currency, the one form payments and balances are shown in: `2.5 in hours`.
+/// Currencies are names such as `hours` or `eur`, so `1 hours` or `2.5 eur` would not read right.
+pub(crate) fn money(amount: impl std::fmt::Display, currency: &str) -> String {
+    format!("{amount} in {currency}")
+}
+
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
 pub(crate) fn time(unix: u64) -> String {
     let days = (unix / 86_400) as i64;
@@ -132,6 +138,12 @@ mod tests {
         assert_eq!(short_did(did), "did:key:z6Mkon3N…FbLfLX");
         assert_eq!(short_did("coop:bakery:treasury"), "coop:bakery:treasury");
         assert_eq!(short_did("did:web:a.b"), "did:web:a.b");
+    }
+
+    #[test]
+    fn money_names_its_currency() {
+        assert_eq!(money(gateway_core::Amount::from_micros(1_000_000), "hours"), "1 in hours");
+        assert_eq!(money("-2.5", "eur"), "-2.5 in eur");
     }
 
     #[test]

@@ -66,11 +66,12 @@ async fn gateway() -> String {
         trust_anchors: vec![],
         trust_default: 0.9,
         trusted_proxies: vec![],
-        http: HttpConfig { cors: CorsMode::Development, tls: false, version: "test" },
+        http: HttpConfig { cors: CorsMode::Development, tls: false, version: "test", ..HttpConfig::default() },
         clock: Arc::new(SystemClock),
         limiter_clock: Arc::new(gateway_limits::ManualClock::new()),
         membership_ttl: Duration::ZERO,
         receipt_keys: Arc::new(keys),
+        cluster: None,
     };
     let state = gateway_http::state::assemble(store, options).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -114,6 +115,8 @@ async fn key_generate_writes_a_private_file_and_never_overwrites() {
 
     let shown = json(&["--key", key, "key", "show"]).await;
     assert!(printed.contains(shown["did"].as_str().unwrap()));
+    let did_only = ok(&["--key", key, "key", "show", "--did"]).await;
+    assert_eq!(did_only, format!("{}\n", shown["did"].as_str().unwrap()), "only the DID, for $(…)");
     let missing = ctl(&["--key", dir.path().join("none.json").to_str().unwrap(), "key", "show"]).await;
     assert!(stderr(&missing).contains("run `gatewayctl key generate`"), "{}", stderr(&missing));
 }
@@ -132,7 +135,16 @@ async fn login_pay_balance_history_and_advice() {
     let run = |args: Vec<String>| async move { ok(&args).await };
 
     let not_logged_in = ctl(&as_admin(&["balance"])).await;
-    assert!(stderr(&not_logged_in).contains("not logged in"), "{}", stderr(&not_logged_in));
+    assert!(
+        stderr(&not_logged_in).contains("not logged in: run `gatewayctl --coop bakery login` first"),
+        "{}",
+        stderr(&not_logged_in)
+    );
+    // A member's login to a coop that does not exist yet: the advice says how to found it.
+    let early = ctl(&as_admin(&["login"])).await;
+    assert_eq!(early.status.code(), Some(1));
+    assert!(stderr(&early).contains("this cooperative does not exist yet"), "{}", stderr(&early));
+    assert!(stderr(&early).contains("`gatewayctl login --scopes bootstrap`"), "{}", stderr(&early));
 
     // Bootstrap: create the coop, then log in again as its admin with every scope.
     let login = run(as_admin(&["login", "--scopes", "bootstrap"])).await;
@@ -141,19 +153,27 @@ async fn login_pay_balance_history_and_advice() {
     assert_eq!(std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(run(as_admin(&["coop", "create", "--name", "Bakery"])).await.contains("created cooperative bakery"));
     run(as_admin(&["login", "--scopes", "all"])).await;
-    assert!(run(as_admin(&["coop", "add-member", &baker.did])).await.contains("as member"));
-    let members = run(as_admin(&["coop", "members"])).await;
-    assert!(members.contains(&baker.did) && members.contains("admin"), "{members}");
-
     let as_baker = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["--gateway", url.as_str(), "--key", baker.key(), "--coop", "bakery"];
         all.extend_from_slice(args);
         all.into_iter().map(str::to_owned).collect()
     };
+    // Not a member yet: the advice sends the baker to an admin, not back to `login`.
+    let outsider = ctl(&as_baker(&["login"])).await;
+    assert_eq!(outsider.status.code(), Some(1));
+    assert!(
+        stderr(&outsider).contains("you are not a member of this cooperative: ask one of its admins"),
+        "{}",
+        stderr(&outsider)
+    );
+    assert!(run(as_admin(&["coop", "add-member", &baker.did])).await.contains("as member"));
+    let members = run(as_admin(&["coop", "members"])).await;
+    assert!(members.contains(&baker.did) && members.contains("admin"), "{members}");
+
     run(as_baker(&["login"])).await;
 
     let paid = run(as_admin(&["pay", &baker.did, "2.5", "--memo", "bread", "--idempotency-key", "order-1"])).await;
-    assert!(paid.contains("paid 2.5 hours"), "{paid}");
+    assert!(paid.contains("paid 2.5 in hours to"), "{paid}");
     // The same key again: answered from the first payment, not paid twice.
     run(as_admin(&["pay", &baker.did, "2.5", "--memo", "bread", "--idempotency-key", "order-1"])).await;
 
@@ -161,14 +181,14 @@ async fn login_pay_balance_history_and_advice() {
     args.push("--json".into());
     let balance: Value = serde_json::from_str(&run(args).await).unwrap();
     assert_eq!(balance["balance"].to_string(), "-2.5");
-    assert_eq!(run(as_baker(&["balance"])).await.trim(), "2.5 hours");
+    assert_eq!(run(as_baker(&["balance"])).await.trim(), "your balance: 2.5 in hours");
     let history = run(as_baker(&["history"])).await;
     assert!(history.contains("bread") && history.contains("you") && history.lines().count() == 2, "{history}");
 
-    // A member's token lacks coop:write: the advice names the scope to log in with.
+    // A member's token lacks coop:write: the advice says it is for admins.
     let refused = ctl(&as_baker(&["coop", "add-member", &admin.did])).await;
     assert_eq!(refused.status.code(), Some(1));
-    assert!(stderr(&refused).contains("--scopes coop:write"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("this needs coop:write, which only admins"), "{}", stderr(&refused));
     // Asking for more than the role allows is refused at login, with advice.
     let greedy = ctl(&as_baker(&["login", "--scopes", "all"])).await;
     assert!(stderr(&greedy).contains("your role does not allow"), "{}", stderr(&greedy));

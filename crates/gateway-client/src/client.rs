@@ -45,9 +45,18 @@ pub struct ClientBuilder {
     refresh_margin: Duration,
     timeout: Duration,
     user_agent: String,
+    sign_requests: bool,
 }
 
 impl ClientBuilder {
+    /// Whether critical operations (payments, votes, member and settings changes, …; contract
+    /// 11's list) are sent signed with the logged-in key (default: yes). Without a key (a client
+    /// given only a session) nothing is signed.
+    pub fn sign_requests(mut self, sign: bool) -> Self {
+        self.sign_requests = sign;
+        self
+    }
+
     /// Retry rules (default: [`RetryPolicy::default`]).
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
@@ -105,6 +114,7 @@ impl ClientBuilder {
                 retry: self.retry,
                 clock: self.clock,
                 refresh_margin_secs: self.refresh_margin.as_secs(),
+                sign_requests: self.sign_requests,
                 auth: Mutex::new(AuthState::default()),
             }),
         })
@@ -125,6 +135,7 @@ pub(crate) struct Inner {
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
     refresh_margin_secs: u64,
+    sign_requests: bool,
     /// An async mutex on purpose: it is held across the login exchange so that concurrent
     /// requests needing a fresh token wait for one login instead of each starting their own.
     auth: Mutex<AuthState>,
@@ -226,6 +237,7 @@ impl Client {
             refresh_margin: DEFAULT_REFRESH_MARGIN,
             timeout: Duration::from_secs(30),
             user_agent: concat!("gateway-client/", env!("CARGO_PKG_VERSION")).to_owned(),
+            sign_requests: true,
         }
     }
 
@@ -299,6 +311,7 @@ impl Client {
             Some(session) if session.expires_at > now => Ok(session.token.clone()),
             Some(_) => Err(Error::Authentication {
                 message: "the token has expired and no key is configured to log in again".into(),
+                reason: None,
             }),
             None => Err(Error::Usage("not logged in: call login() or set_session() first".into())),
         }
@@ -401,15 +414,29 @@ impl Client {
     }
 
     async fn send_once(&self, call: &Call, token: Option<&str>) -> Result<Answer> {
-        let mut request = self.inner.http.request(call.method.clone(), self.url(&call.segments));
+        let mut url = self.url(&call.segments);
         if !call.query.is_empty() {
-            request = request.query(&call.query);
+            url.query_pairs_mut().extend_pairs(&call.query);
         }
+        let signed = match token {
+            Some(_) if self.inner.sign_requests && crate::signing::is_critical(&call.method, &call.segments) => {
+                self.sign(call, &url).await?
+            }
+            _ => None,
+        };
+        let mut request = self.inner.http.request(call.method.clone(), url);
         if let Some(token) = token {
             request = request.header(AUTHORIZATION, format!("Bearer {token}"));
         }
         if let Some(key) = &call.idempotency_key {
             request = request.header("Idempotency-Key", key);
+        }
+        if let Some(signed) = signed {
+            // A fresh signature (and nonce) for every attempt: a retry is a new request.
+            if let Some(digest) = signed.content_digest {
+                request = request.header("Content-Digest", digest);
+            }
+            request = request.header("Signature-Input", signed.signature_input).header("Signature", signed.signature);
         }
         if let Some(body) = &call.body {
             request = request.header(CONTENT_TYPE, "application/json").body(body.clone());
@@ -423,6 +450,16 @@ impl Client {
         } else {
             Err(Error::from_response(status.as_u16(), retry_after, &body))
         }
+    }
+
+    /// The signature of `call` to `url` with the logged-in key, or `None` without one.
+    async fn sign(&self, call: &Call, url: &Url) -> Result<Option<gateway_httpsig::Signed>> {
+        let identity = match &self.inner.auth.lock().await.credentials {
+            Some(credentials) => credentials.identity.clone(),
+            None => return Ok(None),
+        };
+        crate::signing::sign(&identity, &call.method, url, call.body.as_deref().unwrap_or_default(), &*self.inner.clock)
+            .map(Some)
     }
 
     pub(crate) async fn call_json<T: DeserializeOwned>(&self, call: Call) -> Result<T> {

@@ -37,6 +37,9 @@ pub struct CoopSettings {
     pub conversion_fee_percent: Amount,
     /// Governance quorum, percent.
     pub quorum_percent: u32,
+    /// Whether critical operations need a request signature (the client signs them anyway).
+    #[serde(default)]
+    pub require_signed_requests: bool,
 }
 
 /// A coop record.
@@ -110,6 +113,9 @@ pub struct SettingsPatch {
     /// Governance quorum, percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quorum_percent: Option<u32>,
+    /// Require request signatures on critical operations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_signed_requests: Option<bool>,
 }
 
 fn currency<S: serde::Serializer>(value: &Option<Currency>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -20,6 +20,9 @@ pub enum Error {
     Authentication {
         /// The gateway's message.
         message: String,
+        /// `details.reason` when the gateway gave one: a request-signature refusal
+        /// (`signature_required`, `nonce_replayed`, … in `docs/SIGNING.md`) or a login's reason.
+        reason: Option<String>,
     },
     /// 403: the token lacks a scope (`required_scopes`), a login asked for scopes the role does
     /// not allow (`refused_scopes`), the path names another cooperative, or the caller's trust
@@ -166,7 +169,7 @@ impl Error {
         let text = |key: &str| details.get(key).and_then(Value::as_str).map(str::to_owned);
         let number = |key: &str| details.get(key).and_then(Value::as_u64);
         match status {
-            401 => Error::Authentication { message },
+            401 => Error::Authentication { message, reason: text("reason") },
             403 => Error::Authorization {
                 message,
                 required_scopes: strings(details.get("required_scopes")),
@@ -279,8 +282,17 @@ mod tests {
     #[test]
     fn authentication_from_401() {
         let err = parse(401, None, json!({"error": "invalid token", "code": "AUTHENTICATION_FAILED", "details": {}}));
-        assert_eq!(err, Error::Authentication { message: "invalid token".into() });
+        assert_eq!(err, Error::Authentication { message: "invalid token".into(), reason: None });
         assert_eq!(err.code(), Some("AUTHENTICATION_FAILED"));
+        let replayed = parse(
+            401,
+            None,
+            json!({"error": "the request signature's nonce was already used", "code": "AUTHENTICATION_FAILED", "details": {"reason": "nonce_replayed"}}),
+        );
+        assert!(
+            matches!(&replayed, Error::Authentication { reason: Some(reason), .. } if reason == "nonce_replayed"),
+            "{replayed:?}"
+        );
     }
 
     #[test]

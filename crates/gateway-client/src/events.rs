@@ -362,7 +362,7 @@ impl Worker {
                     (format!("authentication refused ({message}); logging in again"), Some(self.options.min_backoff))
                 }
                 Ended::AuthRefused(message) => {
-                    let _ = self.sender.send(StreamItem::Failed(Error::Authentication { message })).await;
+                    let _ = self.sender.send(StreamItem::Failed(Error::Authentication { message, reason: None })).await;
                     return;
                 }
                 Ended::Fatal(error) => {
@@ -491,7 +491,7 @@ impl Worker {
                     if self.client.invalidate_session(&token).await {
                         return (Ended::AuthRefused(message), false);
                     }
-                    return (Ended::Fatal(Error::Authentication { message }), false);
+                    return (Ended::Fatal(Error::Authentication { message, reason: None }), false);
                 }
                 ServerFrame::Event { seq, event } => sequencer.event(
                     CoopEvent {

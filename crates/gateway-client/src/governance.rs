@@ -230,6 +230,10 @@ pub struct EffectiveVote {
     pub choice: String,
     /// 1 plus the votes delegated to the voter.
     pub weight: u64,
+    /// The signature of the request that cast the vote, when it was signed: evidence anyone can
+    /// check offline (`gateway_httpsig::verify_evidence`, `gatewayctl verify-request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
 /// The effective tally of a proposal.

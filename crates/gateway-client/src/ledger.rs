@@ -88,6 +88,10 @@ pub struct Transaction {
     /// Conversions: what the payee received.
     #[serde(default)]
     pub net_target_amount: Option<Amount>,
+    /// The signature of the request that made it, when it was signed: evidence anyone can check
+    /// offline (`gateway_httpsig::verify_evidence`, `gatewayctl verify-request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
 /// The balances of one account.

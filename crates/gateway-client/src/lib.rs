@@ -47,6 +47,7 @@ mod info;
 mod ledger;
 mod notifications;
 mod retry;
+mod signing;
 mod tls;
 mod trust;
 

@@ -157,7 +157,7 @@ mod tests {
         let mut attempts = Attempts::default();
         for error in [
             Error::Server { status: 500, retryable: false, message: String::new() },
-            Error::Authentication { message: String::new() },
+            Error::Authentication { message: String::new(), reason: None },
             Error::Validation { code: String::new(), message: String::new(), fields: Default::default() },
         ] {
             assert_eq!(policy.next_delay(&error, true, &mut attempts, 0.0), None, "{error:?}");

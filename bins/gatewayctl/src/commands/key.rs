@@ -13,7 +13,11 @@ pub(crate) fn run(context: &Context, command: KeyCommand) -> anyhow::Result<()> 
             files::write_new_key(&context.key_path, &identity)?;
             (identity, true)
         }
-        KeyCommand::Show => (files::read_key(&context.key_path)?, false),
+        KeyCommand::Show { did: true } => {
+            println!("{}", files::read_key(&context.key_path)?.did_key());
+            return Ok(());
+        }
+        KeyCommand::Show { did: false } => (files::read_key(&context.key_path)?, false),
     };
     let value = json!({
         "did": identity.did_key().as_str(),

@@ -13,6 +13,7 @@ mod ledger;
 mod login;
 mod notifications;
 mod trust;
+mod verify_request;
 mod watch;
 
 pub(crate) use governance::{EXIT_INVALID_RECEIPT, InvalidReceipt};
@@ -33,7 +34,42 @@ pub(crate) struct Context {
     pub(crate) gateway: String,
     pub(crate) key_path: PathBuf,
     pub(crate) coop: Option<String>,
+    /// Where `coop` came from, so that messages name the setting actually in effect.
+    pub(crate) coop_source: Option<CoopSource>,
     pub(crate) out: Output,
+}
+
+/// Where the cooperative of a command came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CoopSource {
+    /// The `--coop` option.
+    Flag,
+    /// The `GATEWAYCTL_COOP` variable.
+    Variable,
+}
+
+impl CoopSource {
+    /// The source of a cooperative clap has parsed: `--coop` has no default, so a value that is
+    /// not on the command line came from `GATEWAYCTL_COOP`.
+    fn of(coop: Option<&str>) -> Option<CoopSource> {
+        coop?;
+        let flag = std::env::args_os()
+            .skip(1)
+            .any(|arg| arg.to_str().is_some_and(|arg| arg == "--coop" || arg.starts_with("--coop=")));
+        Some(if flag { CoopSource::Flag } else { CoopSource::Variable })
+    }
+}
+
+/// The message of a command that needs a login when there is none, naming the cooperative
+/// setting in effect (`--coop` or `GATEWAYCTL_COOP`), if any.
+pub(crate) fn not_logged_in(coop: Option<(&str, CoopSource)>) -> String {
+    match coop {
+        None => "not logged in: run `gatewayctl --coop <id> login` first (or set GATEWAYCTL_COOP=<id> and run `gatewayctl login`)".into(),
+        Some((coop, CoopSource::Flag)) => format!("not logged in: run `gatewayctl --coop {coop} login` first"),
+        Some((coop, CoopSource::Variable)) => {
+            format!("not logged in: run `gatewayctl login` first (for cooperative '{coop}', from GATEWAYCTL_COOP)")
+        }
+    }
 }
 
 /// An authenticated client with what the command needs to know about its login.
@@ -50,7 +86,18 @@ impl Context {
             Some(path) => path.clone(),
             None => files::default_key_path()?,
         };
-        Ok(Self { gateway: cli.gateway.clone(), key_path, coop: cli.coop.clone(), out: Output { json: cli.json } })
+        Ok(Self {
+            gateway: cli.gateway.clone(),
+            key_path,
+            coop: cli.coop.clone(),
+            coop_source: CoopSource::of(cli.coop.as_deref()),
+            out: Output { json: cli.json },
+        })
+    }
+
+    /// The cooperative setting in effect and where it came from.
+    fn coop_setting(&self) -> Option<(&str, CoopSource)> {
+        self.coop.as_deref().zip(self.coop_source)
     }
 
     pub(crate) fn token_path(&self) -> PathBuf {
@@ -75,7 +122,7 @@ impl Context {
     pub(crate) async fn session(&self) -> anyhow::Result<LoggedIn> {
         let identity = files::read_key(&self.key_path)?;
         let Some(cache) = files::read_token(&self.token_path())? else {
-            bail!("not logged in: run `gatewayctl --coop <id> login` first");
+            bail!(not_logged_in(self.coop_setting()));
         };
         if cache.gateway != self.gateway {
             bail!(
@@ -91,8 +138,16 @@ impl Context {
         let cached_coop = cache.session.coop_id.as_deref().map(CoopId::parse).transpose().ok().flatten();
         let coop = match self.coop_option()? {
             Some(coop) if Some(&coop) != cached_coop.as_ref() => bail!(
-                "you are logged in for {}, not {coop}: run `gatewayctl --coop {coop} login`",
-                cached_coop.map(|c| c.to_string()).unwrap_or_else(|| "no cooperative".into())
+                "you are logged in for {}, not {coop}{}: run `{}`",
+                cached_coop.map(|c| c.to_string()).unwrap_or_else(|| "no cooperative".into()),
+                match self.coop_source {
+                    Some(CoopSource::Variable) => " (from GATEWAYCTL_COOP)",
+                    _ => "",
+                },
+                match self.coop_source {
+                    Some(CoopSource::Variable) => "gatewayctl login".to_owned(),
+                    _ => format!("gatewayctl --coop {coop} login"),
+                }
             ),
             _ => cached_coop,
         };
@@ -131,6 +186,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Login(args) => login::run(&context, args).await,
         // Receipts need no login: the signing keys are public, or come from a file.
         Command::Receipt(command) => governance::receipt(&context, command).await,
+        // Neither does request evidence: the key is the signer's DID.
+        Command::VerifyRequest { file } => verify_request::run(file.as_deref()),
         command => {
             let session = context.session().await?;
             let result = dispatch(&context, &session, command).await;
@@ -153,6 +210,31 @@ async fn dispatch(context: &Context, session: &LoggedIn, command: Command) -> an
         Command::Compute(command) => compute::run(context, session, command).await,
         Command::Watch(args) => watch::run(context, session, args).await,
         Command::Notifications(args) => notifications::run(context, session, args).await,
-        Command::Key(_) | Command::Login(_) | Command::Receipt(_) => unreachable!("handled before logging in"),
+        Command::Key(_) | Command::Login(_) | Command::Receipt(_) | Command::VerifyRequest { .. } => {
+            unreachable!("handled before logging in")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_logged_in_names_the_cooperative_setting_in_effect() {
+        assert_eq!(
+            not_logged_in(None),
+            "not logged in: run `gatewayctl --coop <id> login` first (or set GATEWAYCTL_COOP=<id> and run `gatewayctl login`)"
+        );
+        assert_eq!(
+            not_logged_in(Some(("bakery", CoopSource::Flag))),
+            "not logged in: run `gatewayctl --coop bakery login` first"
+        );
+        let from_variable = not_logged_in(Some(("bakery", CoopSource::Variable)));
+        assert_eq!(
+            from_variable,
+            "not logged in: run `gatewayctl login` first (for cooperative 'bakery', from GATEWAYCTL_COOP)"
+        );
+        assert!(!from_variable.contains("--coop"), "{from_variable}");
     }
 }

@@ -10,5 +10,6 @@ mod errors;
 mod flows;
 mod login;
 mod retries;
+mod signing;
 mod subscriber;
 mod support;

@@ -247,7 +247,10 @@ async fn a_refused_authentication_without_credentials_ends_the_subscription() {
     conn.recv().await;
     conn.send(json!({"type": "AuthError", "message": "token expired"})).await;
     // No key to log in again with: the refusal is final.
-    assert_eq!(next(&mut events).await, StreamItem::Failed(Error::Authentication { message: "token expired".into() }));
+    assert_eq!(
+        next(&mut events).await,
+        StreamItem::Failed(Error::Authentication { message: "token expired".into(), reason: None })
+    );
     assert!(tokio::time::timeout(WAIT, events.next()).await.unwrap().is_none(), "the subscriber stopped");
 }
 

@@ -39,11 +39,12 @@ impl Gateway {
             trust_anchors: vec![],
             trust_default: 0.9,
             trusted_proxies: vec![],
-            http: HttpConfig { cors: CorsMode::Development, tls: false, version: "test" },
+            http: HttpConfig { cors: CorsMode::Development, tls: false, version: "test", ..HttpConfig::default() },
             clock: Arc::new(clock.clone()),
             limiter_clock: Arc::new(gateway_limits::ManualClock::new()),
             membership_ttl: Duration::ZERO,
             receipt_keys: Arc::new(keys),
+            cluster: None,
         };
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
