@@ -35,6 +35,9 @@ const OURS: &[&str] = &[
     "gateway-limits",
     "gateway-domain",
     "gateway-store",
+    "gateway-redis",
+    "gateway-httpsig",
+    "gateway-fuzz",
     "gateway-http",
     "gateway-ws",
     "gateway-client",
@@ -115,6 +118,30 @@ fn transport_reaches_storage_only_through_the_domain() {
 }
 
 #[test]
+fn only_gateway_redis_knows_redis() {
+    let g = graph();
+    for (krate, deps) in &g {
+        if krate != "gateway-redis" {
+            assert!(!deps.contains("redis"), "{krate} depends on redis: cluster state lives in gateway-redis");
+        }
+    }
+    assert_absent(
+        &g,
+        "gateway-redis",
+        &["gateway-domain", "gateway-store", "gateway-http", "gateway-ws", "gatewayd", "axum", "sqlx"],
+        "it implements the limiter's and the login's storage traits, and knows nothing of HTTP or the domain",
+    );
+}
+
+#[test]
+fn the_signing_profile_is_pure_and_shared_by_server_and_clients() {
+    let g = graph();
+    let ours_but_core: Vec<&str> = OURS.iter().copied().filter(|c| *c != "gateway-core").collect();
+    assert_absent(&g, "gateway-httpsig", &ours_but_core, "the SDK and the server both sign and verify with it");
+    assert_absent(&g, "gateway-httpsig", TRANSPORT, "it works on request parts, not on an HTTP library's types");
+}
+
+#[test]
 fn the_client_sdk_depends_on_no_server_crate() {
     assert_absent(
         &graph(),
@@ -124,6 +151,7 @@ fn the_client_sdk_depends_on_no_server_crate() {
             "gateway-limits",
             "gateway-domain",
             "gateway-store",
+            "gateway-redis",
             "gateway-http",
             "gateway-ws",
             "gatewayd",
@@ -132,6 +160,14 @@ fn the_client_sdk_depends_on_no_server_crate() {
         ],
         "clients embed the SDK without the server",
     );
+}
+
+#[test]
+fn nothing_depends_on_the_fuzzing_properties() {
+    let g = graph();
+    for (krate, deps) in &g {
+        assert!(!deps.contains("gateway-fuzz"), "{krate} depends on gateway-fuzz, which holds tests only");
+    }
 }
 
 #[test]

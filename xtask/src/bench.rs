@@ -3,8 +3,13 @@
 //! request when the answer arrives), reporting requests per second and latency percentiles.
 //!
 //! Scenarios: `payments` (durable payments, each acknowledged after its commit), `balance`
-//! (balance reads), and `peer` (the balance read against the gateway and against the HAProxy
-//! peer of `shared/peers/`, alternated three times, when `haproxy` is installed). Tokens are
+//! (balance reads), `peer` (the balance read against the gateway and against the HAProxy peer of
+//! `shared/peers/`, alternated three times, when `haproxy` is installed), `metrics` (balance
+//! reads with metrics on and off, alternated), and `cluster` (balance reads and payments on
+//! PostgreSQL: one replica without Redis, one with Redis, three with Redis, alternated; needs the
+//! local PostgreSQL and Redis, or `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`).
+//! `--quick` runs every scenario for a second on the debug build: it proves the harness works
+//! (CI runs it), it does not judge speed. Tokens are
 //! minted with the gateway's secret, as the peer's instructions do, so logins (which are
 //! IP-limited by design) are not what is measured. The generator runs on the same two cores as
 //! the server, as any loopback benchmark here must; the figures are therefore pessimistic.
@@ -33,17 +38,35 @@ struct Options {
     seconds: u64,
     connections: usize,
     scenario: String,
+    /// Alternations of the paired scenarios.
+    rounds: usize,
+    quick: bool,
+}
+
+impl Options {
+    fn binary(&self) -> std::path::PathBuf {
+        let profile = if self.quick { "debug" } else { "release" };
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target").join(profile).join("gatewayd")
+    }
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { seconds: 10, connections: 64, scenario: "all".into() };
+    let mut options = Options { seconds: 10, connections: 64, scenario: "all".into(), rounds: 3, quick: false };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        if arg == "--quick" {
+            options.quick = true;
+            options.seconds = 1;
+            options.connections = 8;
+            options.rounds = 1;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{arg} needs a value"))?;
         match arg.as_str() {
             "--seconds" => options.seconds = value.parse().map_err(|_| "--seconds takes a number")?,
             "--connections" => options.connections = value.parse().map_err(|_| "--connections takes a number")?,
             "--scenario" => options.scenario = value.clone(),
+            "--rounds" => options.rounds = value.parse().map_err(|_| "--rounds takes a number")?,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -58,7 +81,12 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let status = crate::cargo().args(["build", "--release", "--locked", "-p", "gatewayd"]).status();
+    let mut build = crate::cargo();
+    build.args(["build", "--locked", "-p", "gatewayd"]);
+    if !options.quick {
+        build.arg("--release");
+    }
+    let status = build.status();
     if !status.is_ok_and(|s| s.success()) {
         eprintln!("xtask bench: building gatewayd failed");
         return ExitCode::FAILURE;
@@ -90,12 +118,18 @@ fn token(did: &str, scopes: &[&str]) -> String {
     jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes())).expect("token")
 }
 
-/// A `gatewayd` on a SQLite file in `dir` (kept for the run).
-fn start_gateway(dir: &Path) -> Result<Server, String> {
+/// A `gatewayd` on a SQLite file in `dir` (kept for the run), with `extra` flags.
+fn start_gateway(options: &Options, dir: &Path, extra: &[&str]) -> Result<Server, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/gatewayd");
     let store = format!("sqlite:{}", dir.join("bench.db").display());
-    Server::start(&binary, &["--store", &store, "--open-enrollment", "true", "--trust-default", "0.9"], SECRET)
+    start_on(options, &store, extra)
+}
+
+/// A `gatewayd` on `store`, with `extra` flags.
+fn start_on(options: &Options, store: &str, extra: &[&str]) -> Result<Server, String> {
+    let mut flags = vec!["--store", store, "--open-enrollment", "true", "--trust-default", "0.9"];
+    flags.extend_from_slice(extra);
+    Server::start(&options.binary(), &flags, SECRET)
 }
 
 async fn setup(addr: &str) -> Result<(), String> {
@@ -157,10 +191,16 @@ enum Kind {
 }
 
 async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Result<Figures, String> {
+    drive_all(&[addr.to_owned()], kind, connections, seconds).await
+}
+
+/// [`drive`] with the connections spread over several replicas in turn, as a round-robin
+/// balancer would.
+async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u64) -> Result<Figures, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..connections {
-        let (addr, stop) = (addr.to_owned(), stop.clone());
+        let (addr, stop) = (addrs[c % addrs.len()].clone(), stop.clone());
         let work: Vec<(String, String, Option<Value>)> = match kind {
             Kind::Payments => (c..PAYERS)
                 .step_by(connections)
@@ -235,20 +275,40 @@ async fn run(options: Options) -> Result<(), String> {
     let header = "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | non-2xx |\n|---|---|---|---|---|---|";
     println!("connections: {}, seconds per run: {}\n\n{header}", options.connections, options.seconds);
     let all = options.scenario == "all";
+    let (seconds, connections) = (options.seconds, options.connections);
     if all || options.scenario == "payments" {
-        let server = start_gateway(&dir.join("payments"))?;
+        let server = start_gateway(&options, &dir.join("payments"), &[])?;
         setup(&server.addr).await?;
-        let figures = drive(&server.addr, Kind::Payments, options.connections, options.seconds).await?;
+        let figures = drive(&server.addr, Kind::Payments, connections, seconds).await?;
         println!("{}", figures.line("durable payments (SQLite file, fsync per commit group)"));
     }
     if all || options.scenario == "balance" {
-        let server = start_gateway(&dir.join("balance"))?;
+        let server = start_gateway(&options, &dir.join("balance"), &[])?;
         setup(&server.addr).await?;
-        let figures = drive(&server.addr, Kind::Balance, options.connections, options.seconds).await?;
+        let figures = drive(&server.addr, Kind::Balance, connections, seconds).await?;
         println!("{}", figures.line("balance reads"));
     }
-    if all || options.scenario == "peer" {
-        let server = start_gateway(&dir.join("peer"))?;
+    if all || options.scenario == "metrics" {
+        let on = start_gateway(&options, &dir.join("metrics-on"), &["--metrics", "true"])?;
+        let off = start_gateway(&options, &dir.join("metrics-off"), &["--metrics", "false"])?;
+        setup(&on.addr).await?;
+        setup(&off.addr).await?;
+        let mut ratios = Vec::new();
+        for round in 1..=options.rounds {
+            let with = drive(&on.addr, Kind::Balance, connections, seconds).await?;
+            let without = drive(&off.addr, Kind::Balance, connections, seconds).await?;
+            println!("{}", with.line(&format!("round {round}: balance reads, metrics on")));
+            println!("{}", without.line(&format!("round {round}: balance reads, metrics off")));
+            ratios.push(with.rps() / without.rps());
+        }
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        println!("\nmetrics on / off, mean of {} alternations: requests/s {mean:.3}×\n", ratios.len());
+    }
+    if all || options.scenario == "cluster" {
+        cluster(&options).await?;
+    }
+    if options.scenario == "peer" || (all && !options.quick) {
+        let server = start_gateway(&options, &dir.join("peer"), &[])?;
         setup(&server.addr).await?;
         let port = 18081;
         match start_peer(port) {
@@ -257,9 +317,9 @@ async fn run(options: Options) -> Result<(), String> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 let peer_addr = format!("127.0.0.1:{port}");
                 let mut ratios = Vec::new();
-                for round in 1..=3 {
-                    let ours = drive(&server.addr, Kind::Balance, options.connections, options.seconds).await?;
-                    let theirs = drive(&peer_addr, Kind::Balance, options.connections, options.seconds).await?;
+                for round in 1..=options.rounds {
+                    let ours = drive(&server.addr, Kind::Balance, connections, seconds).await?;
+                    let theirs = drive(&peer_addr, Kind::Balance, connections, seconds).await?;
                     println!("{}", ours.line(&format!("round {round}: gateway balance read")));
                     println!("{}", theirs.line(&format!("round {round}: HAProxy peer")));
                     ratios.push((ours.rps() / theirs.rps(), ours.percentile(0.99) / theirs.percentile(0.99)));
@@ -269,10 +329,80 @@ async fn run(options: Options) -> Result<(), String> {
                 let n = ratios.len() as f64;
                 let rps = ratios.iter().map(|r| r.0).sum::<f64>() / n;
                 let p99 = ratios.iter().map(|r| r.1).sum::<f64>() / n;
-                println!("\ngateway / peer, mean of 3 alternations: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+                println!("\ngateway / peer, mean of {n} alternations: requests/s {rps:.2}×, p99 latency {p99:.2}×");
             }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A fresh PostgreSQL schema for one configuration of the cluster scenario; its URL.
+fn fresh_schema(base: &str, name: &str) -> Result<String, String> {
+    let schema = format!("bench_{name}_{}", std::process::id());
+    let status = Command::new("psql")
+        .args([
+            base,
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("psql: {e}"))?;
+    if !status.success() {
+        return Err(format!("creating schema {schema} with psql failed"));
+    }
+    let separator = if base.contains('?') { '&' } else { '?' };
+    Ok(format!("{base}{separator}options=-c%20search_path%3D{schema}"))
+}
+
+/// One configuration of the cluster scenario: `replicas` gateways on one fresh schema, sharing
+/// Redis under a fresh prefix when `redis` is given; the coop is set up through the first.
+async fn replicas(options: &Options, name: &str, replicas: usize, redis: Option<&str>) -> Result<Vec<Server>, String> {
+    let postgres = std::env::var("GATEWAY_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let store = fresh_schema(&postgres, name)?;
+    let prefix = format!("bench:{name}:{}:", std::process::id());
+    let mut extra = Vec::new();
+    if let Some(redis) = redis {
+        extra.extend_from_slice(&["--redis", redis, "--redis-prefix", prefix.as_str()]);
+    }
+    let mut servers = Vec::new();
+    for _ in 0..replicas {
+        servers.push(start_on(options, &store, &extra)?);
+    }
+    setup(&servers[0].addr).await?;
+    Ok(servers)
+}
+
+/// Balance reads and payments on PostgreSQL: one replica without Redis, one with, three with.
+async fn cluster(options: &Options) -> Result<(), String> {
+    let redis = std::env::var("GATEWAY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let (seconds, connections) = (options.seconds, options.connections);
+    let configurations: Vec<(&str, Vec<Server>)> = vec![
+        ("1 replica, no Redis", replicas(options, "one", 1, None).await?),
+        ("1 replica, Redis", replicas(options, "oneredis", 1, Some(&redis)).await?),
+        ("3 replicas, Redis", replicas(options, "three", 3, Some(&redis)).await?),
+    ];
+    for (kind, label) in [(Kind::Balance, "balance reads"), (Kind::Payments, "payments")] {
+        let mut rps = vec![Vec::new(); configurations.len()];
+        for round in 1..=options.rounds {
+            for (i, (name, servers)) in configurations.iter().enumerate() {
+                let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+                let figures = drive_all(&addrs, kind, connections, seconds).await?;
+                println!("{}", figures.line(&format!("round {round}: {label}, PostgreSQL, {name}")));
+                rps[i].push(figures.rps());
+            }
+        }
+        let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+        println!(
+            "\n{label}: 1 replica with Redis / without {:.3}×; 3 replicas with Redis / 1 without {:.3}×\n",
+            mean(&rps[1]) / mean(&rps[0]),
+            mean(&rps[2]) / mean(&rps[0]),
+        );
+    }
     Ok(())
 }

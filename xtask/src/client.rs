@@ -1,13 +1,21 @@
-//! What the harnesses share: a `gatewayd` child process and a keep-alive HTTP/1.1 connection.
+//! What the harnesses share: a `gatewayd` child process, a keep-alive HTTP/1.1 connection, and a
+//! login through challenge and verify with a real Ed25519 key.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use bytes::Bytes;
+use ed25519_dalek::{Signer, SigningKey};
+use gateway_core::{Did, Ed25519PublicKey};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+/// The workspace root.
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 /// A running `gatewayd`, killed when dropped.
 pub(crate) struct Server {
@@ -24,6 +32,11 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// The server's process id (to read its memory from `/proc`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `binary` on port 0 with `flags` and the JWT `secret`; waits for its address.
     pub(crate) fn start(binary: &Path, flags: &[&str], secret: &str) -> Result<Self, String> {
         use std::io::{BufRead, BufReader};
@@ -46,6 +59,19 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines {});
         Ok(Self { child, addr })
+    }
+
+    /// Builds the debug `gatewayd` (`cargo build -p gatewayd`) and starts it as [`Server::start`]
+    /// does.
+    pub(crate) fn start_debug(flags: &[&str], secret: &str) -> Result<Self, String> {
+        let status = crate::cargo()
+            .args(["build", "--locked", "-p", "gatewayd"])
+            .status()
+            .map_err(|e| format!("building gatewayd: {e}"))?;
+        if !status.success() {
+            return Err("building gatewayd failed".into());
+        }
+        Self::start(&workspace().join("target/debug/gatewayd"), flags, secret)
     }
 }
 
@@ -73,7 +99,22 @@ impl Connection {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> Result<(u16, Bytes), String> {
+        self.send_with(method, path, token, body, &[]).await
+    }
+
+    /// [`Connection::send`] with extra headers.
+    pub(crate) async fn send_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, Bytes), String> {
         let mut builder = Request::builder().method(method).uri(path).header("host", &self.addr);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
         if let Some(token) = token {
             builder = builder.header("authorization", format!("Bearer {token}"));
         }
@@ -94,4 +135,40 @@ impl Connection {
         let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok((status, bytes))
     }
+}
+
+/// The signing key of seed `n` and its `did:key`.
+pub(crate) fn identity(n: u8) -> (SigningKey, String) {
+    let key = SigningKey::from_bytes(&[n; 32]);
+    let did = Did::key_from_public_key(&Ed25519PublicKey(key.verifying_key().to_bytes())).to_string();
+    (key, did)
+}
+
+/// Logs in as `did` through challenge and verify: signs the nonce's UTF-8 bytes with `key` and
+/// sends the hex signature with the challenge id. `context` is the `coop_id` and `scopes` of the
+/// token; without it the token is identity-only. Returns the token.
+pub(crate) async fn login(
+    conn: &mut Connection,
+    key: &SigningKey,
+    did: &str,
+    context: Option<(&str, &[&str])>,
+) -> Result<String, String> {
+    let challenge = expect(conn.send("POST", "/v1/auth/challenge", None, Some(&json!({ "did": did }))).await?, 200)?;
+    let nonce = challenge["nonce"].as_str().ok_or("the challenge has no nonce")?;
+    let signature = hex::encode(key.sign(nonce.as_bytes()).to_bytes());
+    let mut verify = json!({ "did": did, "signature": signature, "challenge_id": challenge["challenge_id"] });
+    if let Some((coop_id, scopes)) = context {
+        verify["coop_id"] = json!(coop_id);
+        verify["scopes"] = json!(scopes);
+    }
+    let answer = expect(conn.send("POST", "/v1/auth/verify", None, Some(&verify)).await?, 200)?;
+    Ok(answer["token"].as_str().ok_or("the login answer has no token")?.to_owned())
+}
+
+/// The JSON body of an answer of status `want`; any other status is an error with the body.
+pub(crate) fn expect((status, body): (u16, Bytes), want: u16) -> Result<Value, String> {
+    if status != want {
+        return Err(format!("expected {want}, got {status}: {}", String::from_utf8_lossy(&body)));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("answer is not JSON: {e}"))
 }

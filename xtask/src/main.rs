@@ -1,39 +1,50 @@
 //! Project automation behind `cargo xtask`: the one test command, and the load harness.
 //!
-//! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL at the
-//! local server unless `GATEWAY_TEST_POSTGRES_URL` is already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
-//! TCP (see `bench.rs`).
+//! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL and Redis
+//! at the local servers unless `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL` are
+//! already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
+//! TCP (see `bench.rs`). `cargo xtask api-check` and `cargo xtask swagger-check` check the OpenAPI
+//! document against the answers (schemathesis) and the Swagger UI in headless Chromium.
 
 mod api_check;
 mod bench;
 mod client;
+mod soak;
+mod swagger_check;
 
 use std::env;
 use std::process::{Command, ExitCode};
 
 const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::main(&args[1..]),
+        Some("soak") => soak::main(&args[1..]),
         Some("api-check") => api_check::main(&args[1..]),
+        Some("swagger-check") => swagger_check::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask bench [--seconds N] [--connections N] [--scenario payments|balance|peer|all]"
+                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask swagger-check\n       cargo xtask bench [--quick] [--seconds N] [--connections N] [--rounds N] [--scenario payments|balance|metrics|cluster|peer|all]\n       cargo xtask soak [--minutes N]"
             );
             ExitCode::from(2)
         }
     }
 }
 
-/// Runs `cargo test --workspace` with the PostgreSQL URL the storage tests read.
+/// Runs `cargo test --workspace` with the PostgreSQL and Redis URLs the tests read.
 fn test(extra: &[String]) -> ExitCode {
     let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);
-    if env::var_os("GATEWAY_TEST_POSTGRES_URL").is_none() {
-        command.env("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL);
+    for (var, default) in
+        [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
+    {
+        if env::var_os(var).is_none() {
+            command.env(var, default);
+        }
     }
     run(&mut command)
 }
