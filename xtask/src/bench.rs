@@ -5,7 +5,10 @@
 //! Scenarios: `payments` (durable payments, each acknowledged after its commit), `balance`
 //! (balance reads), `peer` (the balance read against the gateway and against the HAProxy peer of
 //! `shared/peers/`, alternated three times, when `haproxy` is installed), `metrics` (balance
-//! reads with metrics on and off, alternated), and `cluster` (balance reads and payments on
+//! reads with metrics on and off, alternated), `signing` (payments with an RFC 9421 request
+//! signature and without, on two gateways, alternated: the generator signs each request with a
+//! fresh nonce on the same cores, so the ratio carries the client's cost too), and `cluster`
+//! (balance reads and payments on
 //! PostgreSQL: one replica without Redis, one with Redis, three with Redis, alternated; needs the
 //! local PostgreSQL and Redis, or `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`).
 //! `--quick` runs every scenario for a second on the debug build: it proves the harness works
@@ -101,11 +104,40 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     }
 }
 
+/// The signing key of member `n` (a fixed seed, so every run has the same members).
+fn member_key(n: usize) -> ed25519_dalek::SigningKey {
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&(n as u64).to_le_bytes());
+    seed[31] = 0x5a;
+    ed25519_dalek::SigningKey::from_bytes(&seed)
+}
+
 fn did(n: usize) -> String {
-    let mut key = [0u8; 32];
-    key[..8].copy_from_slice(&(n as u64).to_le_bytes());
-    key[31] = 0x5a;
-    Did::key_from_public_key(&Ed25519PublicKey(key)).to_string()
+    Did::key_from_public_key(&Ed25519PublicKey(member_key(n).verifying_key().to_bytes())).to_string()
+}
+
+/// Request-signature nonces, unique for the life of the harness (the gateway remembers them).
+static NONCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The headers of contract 11's signature over a payment: `Content-Digest`, `Signature-Input`,
+/// `Signature`, for exactly the body bytes sent.
+fn signature_headers(
+    key: &ed25519_dalek::SigningKey,
+    keyid: &str,
+    authority: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<Vec<(&'static str, String)>, String> {
+    let created = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let nonce = format!("bench{:016x}{}", NONCES.fetch_add(1, Ordering::Relaxed), std::process::id());
+    let message = gateway_httpsig::Message { method: "POST", authority, path, query: None, headers: &[] };
+    let options = gateway_httpsig::SignOptions { label: "sig1", created, expires: created + 60, nonce: &nonce, keyid };
+    let signed = gateway_httpsig::sign(&message, body, key, &options).map_err(|e| e.to_string())?;
+    let mut headers = vec![("signature-input", signed.signature_input), ("signature", signed.signature)];
+    if let Some(digest) = signed.content_digest {
+        headers.push(("content-digest", digest));
+    }
+    Ok(headers)
 }
 
 fn token(did: &str, scopes: &[&str]) -> String {
@@ -187,6 +219,8 @@ impl Figures {
 #[derive(Clone, Copy)]
 enum Kind {
     Payments,
+    /// Payments, each with a request signature of its payer.
+    SignedPayments,
     Balance,
 }
 
@@ -201,33 +235,46 @@ async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u6
     let mut tasks = Vec::new();
     for c in 0..connections {
         let (addr, stop) = (addrs[c % addrs.len()].clone(), stop.clone());
-        let work: Vec<(String, String, Option<Value>)> = match kind {
-            Kind::Payments => (c..PAYERS)
+        // Per request: token, path, body, and the payer's key and DID when it signs.
+        type Work = (String, String, Option<Value>, Option<(ed25519_dalek::SigningKey, String)>);
+        let work: Vec<Work> = match kind {
+            Kind::Payments | Kind::SignedPayments => (c..PAYERS)
                 .step_by(connections)
                 .map(|p| {
                     let body =
                         json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
-                    (token(&did(p), &["ledger:write"]), "/v1/ledger/bench/payment".to_owned(), Some(body))
+                    let signer = matches!(kind, Kind::SignedPayments).then(|| (member_key(p), did(p)));
+                    (token(&did(p), &["ledger:write"]), "/v1/ledger/bench/payment".to_owned(), Some(body), signer)
                 })
                 .collect(),
             Kind::Balance => (c..READERS)
                 .step_by(connections)
                 .map(|r| {
-                    (token(&did(r), &["ledger:read"]), format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS)), None)
+                    let path = format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS));
+                    (token(&did(r), &["ledger:read"]), path, None, None)
                 })
                 .collect(),
         };
         tasks.push(tokio::spawn(async move {
             let mut conn = Connection::open(&addr).await?;
             let (mut ok, mut errors, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
-            let expected = if matches!(kind, Kind::Payments) { 201 } else { 200 };
+            let expected = if matches!(kind, Kind::Balance) { 200 } else { 201 };
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
-                let (token, path, body) = &work[i % work.len()];
+                let (token, path, body, signer) = &work[i % work.len()];
                 i += 1;
                 let started = Instant::now();
-                let (status, answer) =
-                    conn.send(if body.is_some() { "POST" } else { "GET" }, path, Some(token), body.as_ref()).await?;
+                let method = if body.is_some() { "POST" } else { "GET" };
+                let (status, answer) = match signer {
+                    None => conn.send(method, path, Some(token), body.as_ref()).await?,
+                    Some((key, keyid)) => {
+                        // Connection::send_with sends `body.to_string()`: sign exactly those bytes.
+                        let bytes = body.as_ref().map(Value::to_string).unwrap_or_default();
+                        let signed = signature_headers(key, keyid, &addr, path, bytes.as_bytes())?;
+                        let headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                        conn.send_with(method, path, Some(token), body.as_ref(), &headers).await?
+                    }
+                };
                 latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
                 if status == expected {
                     ok += 1
@@ -303,6 +350,26 @@ async fn run(options: Options) -> Result<(), String> {
         }
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
         println!("\nmetrics on / off, mean of {} alternations: requests/s {mean:.3}×\n", ratios.len());
+    }
+    if all || options.scenario == "signing" {
+        let plain = start_gateway(&options, &dir.join("unsigned"), &[])?;
+        let signing = start_gateway(&options, &dir.join("signed"), &[])?;
+        setup(&plain.addr).await?;
+        setup(&signing.addr).await?;
+        let mut ratios = Vec::new();
+        for round in 1..=options.rounds {
+            let signed = drive(&signing.addr, Kind::SignedPayments, connections, seconds).await?;
+            let unsigned = drive(&plain.addr, Kind::Payments, connections, seconds).await?;
+            println!("{}", signed.line(&format!("round {round}: payments, signed (RFC 9421)")));
+            println!("{}", unsigned.line(&format!("round {round}: payments, unsigned")));
+            ratios.push((signed.rps() / unsigned.rps(), signed.percentile(0.5) / unsigned.percentile(0.5)));
+        }
+        let n = ratios.len() as f64;
+        let rps = ratios.iter().map(|r| r.0).sum::<f64>() / n;
+        let p50 = ratios.iter().map(|r| r.1).sum::<f64>() / n;
+        println!(
+            "\nsigned / unsigned payments, mean of {n} alternations: requests/s {rps:.3}×, p50 latency {p50:.3}×\n"
+        );
     }
     if all || options.scenario == "cluster" {
         cluster(&options).await?;
