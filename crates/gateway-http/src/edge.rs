@@ -213,7 +213,8 @@ pub async fn observe(State(state): State<AppState>, mut request: Request, next: 
         %method,
         route = &*route,
         status,
-        latency_ms = elapsed.as_secs_f64() * 1000.0,
+        // Microsecond precision: `0.09`, not `0.08999900000000001`.
+        latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
         "request"
     );
     response
