@@ -123,3 +123,74 @@ pub async fn one_key_many_payments(r: &mut Round) -> Vec<String> {
     v.extend(gap_free_events(&r.f, &coop).await);
     v
 }
+
+/// N atomic batches at once, each of 1–4 random payments among five members (floor -1000,
+/// amounts of 100–700 units, so some batches must be refused): every batch is applied whole or
+/// not at all, each member's balance is exactly what the acknowledged batches moved, the coop
+/// stays zero-sum and nobody ends below the floor.
+pub async fn random_atomic_batches(r: &mut Round) -> Vec<String> {
+    const MEMBERS: u32 = 5;
+    let n = r.rng.gen_range(2..=N);
+    let coop = r.f.coop(&r.id("batches"), MEMBERS).await;
+    let batches: Vec<Vec<(u32, u32, Amount)>> = (0..n)
+        .map(|_| {
+            (0..r.rng.gen_range(1..=4))
+                .map(|_| {
+                    let from = r.rng.gen_range(0..MEMBERS);
+                    let to = (from + r.rng.gen_range(1..MEMBERS)) % MEMBERS;
+                    (from, to, Amount::from_units(r.rng.gen_range(100..=700)))
+                })
+                .collect()
+        })
+        .collect();
+    let (f, h) = (r.f.clone(), r.history.clone());
+    r.concurrently(n, |p| {
+        let (f, h, coop, items) = (f.clone(), h.clone(), coop.clone(), batches[p].clone());
+        async move {
+            let args = items.iter().map(|(a, b, m)| format!("did{a} -> did{b} {m}")).collect::<Vec<_>>().join(", ");
+            let requests = items.iter().map(|&(from, to, amount)| payment(from, to, amount)).collect();
+            h.run(p, "batch", args, f.ledger.batch(&coop, requests, true, None), |replay| match replay {
+                Replay::Fresh(results) => results
+                    .iter()
+                    .map(|item| item.record.as_ref().map_or_else(|| "item refused".to_owned(), |t| t.id.clone()))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => format!("{other:?}"),
+            })
+            .await
+        }
+    })
+    .await;
+    let ops = r.history.of("batch");
+    let mut v = only_expected_errors(&ops, &[ErrorCode::Conflict]);
+    let members: Vec<_> = (0..MEMBERS).map(did).collect();
+    v.extend(zero_sum(&r.f, &coop).await);
+    v.extend(above_floor(&r.f, &coop, &members, Amount::from_units(-1000)).await);
+    let mut expected = vec![0i64; MEMBERS as usize];
+    let mut acked_items = 0;
+    for op in ops.iter().filter(|o| o.ok().is_some()) {
+        if op.ok().is_some_and(|ids| ids.contains("item refused")) {
+            v.push(format!("partial atomic batch: process {} acknowledged with a refused item", op.process));
+        }
+        for &(from, to, amount) in &batches[op.process] {
+            expected[from as usize] -= amount.micros();
+            expected[to as usize] += amount.micros();
+            acked_items += 1;
+        }
+    }
+    for (m, want) in expected.iter().enumerate() {
+        let balance = r.f.ledger.balance(&coop, did(m as u32).as_str(), None).await.unwrap().balance;
+        if balance.micros() != *want {
+            v.push(format!(
+                "batch not whole: did{m} holds {balance}, the acknowledged batches moved {}",
+                Amount::from_micros(*want)
+            ));
+        }
+    }
+    let stored = transactions(&r.f, &coop, None).await.len();
+    if stored != acked_items {
+        v.push(format!("one record per payment: {stored} stored for {acked_items} payments in acknowledged batches"));
+    }
+    v.extend(gap_free_events(&r.f, &coop).await);
+    v
+}

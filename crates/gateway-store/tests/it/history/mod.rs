@@ -141,9 +141,10 @@ pub async fn run(name: &str, backend: Backend, mode: Mode, scenario: Scenario) {
 /// give different interleavings.
 #[tokio::test(flavor = "current_thread")]
 async fn a_seed_replays_its_interleaving() {
-    let scenarios: [(&str, Scenario); 8] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("payments", |r| Box::pin(ledger::payments_near_the_floor(r))),
         ("idempotency", |r| Box::pin(ledger::one_key_many_payments(r))),
+        ("batches", |r| Box::pin(ledger::random_atomic_batches(r))),
         ("closes", |r| Box::pin(governance::many_closes_of_one_budget(r))),
         ("closes without keystore", |r| Box::pin(governance::many_closes_of_one_budget_locked(r))),
         ("delegations", |r| Box::pin(governance::concurrent_delegations(r))),
@@ -221,6 +222,7 @@ macro_rules! scenarios {
 scenarios! {
     payments_near_the_credit_floor => super::ledger::payments_near_the_floor,
     one_idempotency_key_many_payments => super::ledger::one_key_many_payments,
+    random_atomic_batches => super::ledger::random_atomic_batches,
     many_closes_of_one_budget_proposal => super::governance::many_closes_of_one_budget,
     many_closes_of_one_budget_proposal_without_keystore => super::governance::many_closes_of_one_budget_locked,
     concurrent_delegations => super::governance::concurrent_delegations,
