@@ -5,8 +5,10 @@
 //! (not the library's own clock) with a leeway, so expiry is testable without sleeping.
 //! This module decides nothing about which scopes a subject deserves.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::sync::{Arc, Mutex};
 
 use gateway_core::{Claims, Clock, CoopId, Did, ScopeSet};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -110,6 +112,72 @@ pub struct TokenService {
     header: Header,
     config: TokenConfig,
     clock: Arc<dyn Clock>,
+    verified: VerifiedCache,
+}
+
+/// Most tokens [`VerifiedCache`] remembers (a few MB at most).
+pub const VERIFIED_CACHE_ENTRIES: usize = 8192;
+const SHARDS: usize = 16;
+
+/// Tokens whose signature and claims were already checked, by their exact text: a client sends
+/// the same token on every request for an hour, and the HMAC, the base64 and the claims' parsing
+/// need not be done again. Only tokens that passed every check enter it; a hit still checks the
+/// expiry against the clock, so a cached token expires exactly when a fresh check would say so.
+/// A hit compares the whole token text, never only its hash. A full shard starts over.
+struct VerifiedCache {
+    hasher: RandomState,
+    shards: [Mutex<Shard>; SHARDS],
+}
+
+/// One shard of [`VerifiedCache`]: the token's hash → the token's text and what it says.
+type Shard = HashMap<u64, (Box<str>, VerifiedToken), BuildHasherDefault<Prehashed>>;
+
+/// The cache's keys are already hashes (keyed SipHash from [`RandomState`]).
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in so the hasher stays correct.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl VerifiedCache {
+    fn new() -> Self {
+        Self { hasher: RandomState::new(), shards: std::array::from_fn(|_| Mutex::default()) }
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        &self.shards[(hash >> 59) as usize % SHARDS]
+    }
+
+    fn get(&self, token: &str) -> Option<VerifiedToken> {
+        let hash = self.hasher.hash_one(token);
+        let shard = self.shard(hash).lock().expect("token cache lock");
+        shard.get(&hash).filter(|(text, _)| **text == *token).map(|(_, verified)| verified.clone())
+    }
+
+    fn insert(&self, token: &str, verified: &VerifiedToken) {
+        let hash = self.hasher.hash_one(token);
+        let mut shard = self.shard(hash).lock().expect("token cache lock");
+        if shard.len() >= VERIFIED_CACHE_ENTRIES / SHARDS {
+            shard.clear();
+        }
+        shard.insert(hash, (token.into(), verified.clone()));
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().expect("token cache lock").len()).sum()
+    }
 }
 
 impl fmt::Debug for TokenService {
@@ -138,6 +206,7 @@ impl TokenService {
             header: Header::new(Algorithm::HS256),
             config,
             clock,
+            verified: VerifiedCache::new(),
         })
     }
 
@@ -167,13 +236,38 @@ impl TokenService {
     }
 
     /// Verifies signature, algorithm, issuer, audience and expiry, and parses the claims.
+    ///
+    /// A token already verified is answered from a bounded cache of verified tokens (exact text
+    /// match), with its expiry checked again.
     pub fn verify(&self, token: &str) -> Result<VerifiedToken, AuthError> {
+        if let Some(verified) = self.verified.get(token) {
+            self.check_expiry(verified.expires_at)?;
+            return Ok(verified);
+        }
+        let verified = self.verify_uncached(token)?;
+        self.verified.insert(token, &verified);
+        Ok(verified)
+    }
+
+    /// Tokens in the verified cache now.
+    pub fn cached_tokens(&self) -> usize {
+        self.verified.len()
+    }
+
+    fn check_expiry(&self, expires_at: u64) -> Result<(), AuthError> {
+        if expires_at.saturating_add(self.config.leeway_secs) <= self.clock.now_unix_secs() {
+            return Err(AuthError::TokenExpired);
+        }
+        Ok(())
+    }
+
+    /// Every check, from the token's text: signature, algorithm, issuer, audience, expiry and
+    /// the claims' syntax.
+    fn verify_uncached(&self, token: &str) -> Result<VerifiedToken, AuthError> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map_err(|_| AuthError::InvalidToken)?;
         let claims = data.claims;
-        if claims.exp.saturating_add(self.config.leeway_secs) <= self.clock.now_unix_secs() {
-            return Err(AuthError::TokenExpired);
-        }
+        self.check_expiry(claims.exp)?;
         let did = Did::parse(&claims.sub).map_err(|_| AuthError::InvalidToken)?;
         let coop_id = match claims.coop_id.as_deref() {
             None => None,
@@ -234,6 +328,57 @@ mod tests {
             TokenService::new(other, Arc::new(clock.clone())).unwrap().verify(&token).unwrap_err(),
             AuthError::InvalidToken
         );
+    }
+
+    #[test]
+    fn a_cached_token_expires_on_time() {
+        let clock = ManualClock::at_secs(1_000_000);
+        let tokens = service(&clock);
+        let issued = tokens.issue(&did(), None, ScopeSet::EMPTY);
+        assert!(tokens.verify(&issued.token).is_ok());
+        assert_eq!(tokens.cached_tokens(), 1);
+        // Answered from the cache from here on; the expiry still holds to the second.
+        clock.advance_secs(3600 + 29);
+        assert!(tokens.verify(&issued.token).is_ok());
+        clock.advance_secs(1);
+        assert_eq!(tokens.verify(&issued.token).unwrap_err(), AuthError::TokenExpired);
+    }
+
+    #[test]
+    fn the_cache_never_answers_for_other_text() {
+        let clock = ManualClock::at_secs(1_000_000);
+        let tokens = service(&clock);
+        let token = tokens.issue(&did(), None, ScopeSet::EMPTY).token;
+        tokens.verify(&token).unwrap();
+        // Every one-byte change of a cached token, and the token with bytes around it, is
+        // checked from its text and refused.
+        for i in 0..token.len() {
+            let mut bytes = token.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+            let Ok(changed) = String::from_utf8(bytes) else { continue };
+            if changed != token {
+                assert!(tokens.verify(&changed).is_err(), "byte {i} changed was accepted");
+            }
+        }
+        assert!(tokens.verify(&format!("{token} ")).is_err());
+        assert!(tokens.verify(&token[..token.len() - 1]).is_err());
+        // Refused tokens are not remembered.
+        assert_eq!(tokens.cached_tokens(), 1);
+        // A service with another secret has its own cache: the token is refused there.
+        let other = TokenService::new(TokenConfig::with_secret("t".repeat(32)), Arc::new(clock.clone())).unwrap();
+        assert_eq!(other.verify(&token).unwrap_err(), AuthError::InvalidToken);
+    }
+
+    #[test]
+    fn the_cache_stays_bounded() {
+        let clock = ManualClock::at_secs(1_000_000);
+        let tokens = service(&clock);
+        for _ in 0..VERIFIED_CACHE_ENTRIES + 2_000 {
+            let token = tokens.issue(&did(), None, ScopeSet::EMPTY).token;
+            tokens.verify(&token).unwrap();
+            assert!(tokens.cached_tokens() <= VERIFIED_CACHE_ENTRIES);
+        }
+        assert!(tokens.cached_tokens() > 0);
     }
 
     proptest! {
