@@ -17,8 +17,8 @@ use crate::coops::require_coop;
 use crate::events::{CoopEvent, emit, new_id};
 use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
-    ConversionLeg, CoopRecord, CoopTx, EventTx, HistoryQuery, IdempotencyRecord, LedgerReads, LedgerTx, NotificationTx,
-    QuoteRecord, RateRecord, TransactionKind, TransactionRecord, Transactor, transaction,
+    ConversionLeg, CoopBalances, CoopRecord, CoopTx, EventTx, HistoryQuery, IdempotencyRecord, LedgerReads, LedgerTx,
+    NotificationTx, QuoteRecord, RateRecord, TransactionKind, TransactionRecord, Transactor, transaction,
 };
 use crate::trust::TrustGraph;
 
@@ -407,9 +407,9 @@ impl Ledger {
         account: &str,
         currency: Option<Currency>,
     ) -> Result<AccountBalances, Error> {
-        let (coop, balances) =
+        let CoopBalances { default_currency, balances } =
             self.reads.coop_balances(coop, account).await?.ok_or_else(|| Error::not_found("coop", coop.as_str()))?;
-        let currency = currency.unwrap_or_else(|| coop.settings.default_currency.clone());
+        let currency = currency.unwrap_or(default_currency);
         let balance = balances.iter().find(|(c, _)| *c == currency).map(|(_, b)| *b).unwrap_or(Amount::ZERO);
         Ok(AccountBalances { account: account.to_owned(), currency, balance, balances })
     }

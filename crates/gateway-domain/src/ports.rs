@@ -872,16 +872,22 @@ pub struct HistoryQuery {
     pub page: PageRequest,
 }
 
+/// What the balance route reads: the coop's default currency and every balance an account
+/// holds, ordered by currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoopBalances {
+    /// The coop's default currency.
+    pub default_currency: Currency,
+    /// Every currency the account holds a balance in, with the balance, by currency.
+    pub balances: Vec<(Currency, Amount)>,
+}
+
 /// Ledger reads.
 #[async_trait]
 pub trait LedgerReads: Send + Sync + fmt::Debug {
-    /// The coop and every balance of one of its accounts, by currency, read together (one
-    /// query on the hot balance route); `None` when the coop does not exist.
-    async fn coop_balances(
-        &self,
-        coop: &CoopId,
-        account: &str,
-    ) -> Result<Option<(CoopRecord, Vec<(Currency, Amount)>)>, Error>;
+    /// The coop's default currency and every balance of one of its accounts, by currency,
+    /// read together (the hot balance route); `None` when the coop does not exist.
+    async fn coop_balances(&self, coop: &CoopId, account: &str) -> Result<Option<CoopBalances>, Error>;
     /// A page of history, newest first, and the total count.
     async fn history(&self, query: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error>;
     /// Sum of all balances per (coop, currency), for the zero-sum gauge.

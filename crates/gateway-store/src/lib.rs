@@ -11,6 +11,7 @@ mod health;
 mod reads;
 mod sqlite;
 pub mod testing;
+mod view;
 mod writer;
 
 use std::str::FromStr;
@@ -286,6 +287,8 @@ pub struct Store {
     trust_changes: Arc<tokio::sync::Notify>,
     /// The outcome of the latest store-level writes, for readiness.
     write_health: health::WriteHealth,
+    /// The balance read model (SQLite, whose only writer is this process's).
+    pub(crate) view: Option<Arc<view::BalanceView>>,
 }
 
 impl Drop for Store {
@@ -352,7 +355,13 @@ impl Store {
                     migrating.close().await?;
                 }
                 let (sender, queue) = mpsc::channel(4096);
-                writer::spawn_sqlite_writer(db.writer().map_err(StoreError::Sqlite)?, queue, feed.clone())?;
+                let view = Arc::new(view::BalanceView::default());
+                writer::spawn_sqlite_writer(
+                    db.writer().map_err(StoreError::Sqlite)?,
+                    queue,
+                    feed.clone(),
+                    view.clone(),
+                )?;
                 let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
                 Ok(Self {
                     backend: Backend::Sqlite(db),
@@ -362,6 +371,7 @@ impl Store {
                     listener: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
+                    view: Some(view),
                 })
             }
             StoreSpec::Postgres(url) => {
@@ -410,6 +420,7 @@ impl Store {
                     listener: Some(listener),
                     trust_changes,
                     write_health: health::WriteHealth::default(),
+                    view: None,
                 })
             }
         }

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ports::{
-    ComputeReads, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery,
+    ComputeReads, CoopBalances, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery,
     IdempotencyRecord, LedgerReads, MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord,
     RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
 };
@@ -92,46 +92,30 @@ impl Store {
     }
 }
 
-/// A [`CoopRow`] followed by one balance's `currency` and `balance` (absent when the account has
-/// none).
-#[derive(Debug, sqlx::FromRow)]
-struct CoopBalanceRow {
-    #[sqlx(flatten)]
-    coop: CoopRow,
-    currency: Option<String>,
-    balance: Option<i64>,
-}
-
-named_row!(CoopBalanceRow { currency, balance } flatten { coop });
-
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
     Ok((i64::from(page.limit), to_i64(page.offset)?))
 }
 
 #[async_trait]
 impl LedgerReads for Store {
-    async fn coop_balances(
-        &self,
-        coop: &CoopId,
-        account: &str,
-    ) -> Result<Option<(CoopRecord, Vec<(Currency, Amount)>)>, Error> {
+    async fn coop_balances(&self, coop: &CoopId, account: &str) -> Result<Option<CoopBalances>, Error> {
         // One row per currency the account holds, or one row with no balance when it holds none.
-        let sql = format!(
-            "SELECT {COOP_COLUMNS}, b.currency, b.balance FROM coops c \
-             LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency"
-        );
-        let rows: Vec<CoopBalanceRow> = self.read_all(&sql, args![coop.as_str(), account]).await?;
-        let mut record = None;
-        let mut balances = Vec::with_capacity(rows.len());
-        for row in rows {
-            if record.is_none() {
-                record = Some(coop_from_row(row.coop)?);
+        const SQL: &str = "SELECT c.default_currency, b.currency, b.balance FROM coops c \
+             LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency";
+        let read = async {
+            let rows: Vec<(String, Option<String>, Option<i64>)> =
+                self.read_all(SQL, args![coop.as_str(), account]).await?;
+            let Some((default_currency, _, _)) = rows.first() else { return Ok(None) };
+            let default_currency = parse_currency(default_currency)?;
+            let mut balances = Vec::with_capacity(rows.len());
+            for (_, currency, balance) in rows {
+                if let (Some(currency), Some(balance)) = (currency, balance) {
+                    balances.push((parse_currency(&currency)?, Amount::from_micros(balance)));
+                }
             }
-            if let (Some(currency), Some(balance)) = (row.currency, row.balance) {
-                balances.push((parse_currency(&currency)?, Amount::from_micros(balance)));
-            }
-        }
-        Ok(record.map(|record| (record, balances)))
+            Ok(Some(CoopBalances { default_currency, balances }))
+        };
+        crate::view::read_through(self.view.as_deref(), coop, account, read).await
     }
 
     async fn history(&self, q: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error> {

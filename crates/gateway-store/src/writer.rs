@@ -8,6 +8,7 @@
 //! primitives) serialise conflicting jobs, and the server groups commits itself.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures_util::FutureExt;
 use gateway_core::Error;
@@ -19,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::conn::{Conn, Db, sqlite_error};
 use crate::db_error;
 use crate::sqlite::WriterConn;
+use crate::view::{BalanceView, Touched};
 
 /// Most jobs committed together.
 const MAX_GROUP: usize = 512;
@@ -66,6 +68,7 @@ pub(crate) fn spawn_sqlite_writer(
     mut conn: WriterConn,
     mut queue: mpsc::Receiver<Job>,
     feed: broadcast::Sender<CoopSignal>,
+    view: Arc<BalanceView>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     std::thread::Builder::new()
@@ -75,8 +78,8 @@ pub(crate) fn spawn_sqlite_writer(
                 while let Some(first) = queue.recv().await {
                     let group = take_group(first, &mut queue);
                     match &mut conn {
-                        WriterConn::Owned(db) => run_group(db, group, &feed).await,
-                        WriterConn::Shared(shared) => run_group(&mut *shared.lock().await, group, &feed).await,
+                        WriterConn::Owned(db) => run_group(db, group, &feed, &view).await,
+                        WriterConn::Shared(shared) => run_group(&mut *shared.lock().await, group, &feed, &view).await,
                     }
                 }
             })
@@ -102,7 +105,14 @@ fn exec(db: &rusqlite::Connection, sql: &str) -> Result<(), Error> {
     db.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(|_| ()).map_err(sqlite_error)
 }
 
-async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadcast::Sender<CoopSignal>) {
+/// The balance read model forgets every key a job of the group touched, whatever the group's
+/// outcome, before any job is answered or any event announced.
+async fn run_group(
+    db: &mut rusqlite::Connection,
+    group: Vec<Job>,
+    feed: &broadcast::Sender<CoopSignal>,
+    view: &BalanceView,
+) {
     if !db.is_autocommit() {
         // An earlier group's transaction could not be ended (its jobs were answered with 503):
         // try again before starting anew.
@@ -114,14 +124,16 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
     }
     let mut answered: Vec<(oneshot::Sender<JobResult>, JobResult)> = Vec::with_capacity(group.len());
     let mut signals = Vec::new();
+    let mut touched = Vec::new();
     let mut group = group.into_iter();
     while let Some(job) = group.next() {
-        let (result, appended) = match run_in_savepoint(db, job.task).await {
+        let (result, appended) = match run_in_savepoint(db, job.task, &mut touched).await {
             Ok(ran) => ran,
             Err(err) => {
                 // The transaction's state is unknown (a failed job's writes may not have been
                 // undone): nothing of the group may commit.
                 let _ = exec(db, "ROLLBACK");
+                view.forget(&touched);
                 tracing::error!("the store writer lost its transaction: {err}");
                 let unavailable = || Err(Error::ServiceUnavailable("the store could not commit".into()));
                 let _ = job.reply.send(unavailable());
@@ -139,7 +151,9 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
         }
         answered.push((job.reply, result));
     }
-    match exec(db, "COMMIT") {
+    let committed = exec(db, "COMMIT");
+    view.forget(&touched);
+    match committed {
         Ok(()) => {
             for signal in signals {
                 let _ = feed.send(signal);
@@ -161,10 +175,14 @@ async fn run_group(db: &mut rusqlite::Connection, group: Vec<Job>, feed: &broadc
 /// Runs one job in its own savepoint, so that a failing job undoes only its own writes. The
 /// outer error means the savepoint could not be opened or closed, and the transaction can no
 /// longer be trusted.
-async fn run_in_savepoint(db: &mut rusqlite::Connection, task: Task) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+async fn run_in_savepoint(
+    db: &mut rusqlite::Connection,
+    task: Task,
+    touched: &mut Vec<Touched>,
+) -> Result<(JobResult, Vec<CoopSignal>), Error> {
     exec(db, "SAVEPOINT job")?;
     let (result, appended) = match task {
-        Task::Work(work) => run_job(db, work).await,
+        Task::Work(work) => run_job(db, work, touched).await,
         Task::Probe { at } => {
             (Conn::new(Db::Sqlite(db)).execute(PROBE_SQL, &[at.into()]).await.map(|_| ()), Vec::new())
         }
@@ -178,10 +196,16 @@ async fn run_in_savepoint(db: &mut rusqlite::Connection, task: Task) -> Result<(
 
 /// Runs one job on the writer's connection, inside the savepoint the caller opened. Its
 /// statements run synchronously, so its future completes without waiting on anything else.
-async fn run_job(db: &mut rusqlite::Connection, work: Work) -> (JobResult, Vec<CoopSignal>) {
+async fn run_job(
+    db: &mut rusqlite::Connection,
+    work: Work,
+    touched: &mut Vec<Touched>,
+) -> (JobResult, Vec<CoopSignal>) {
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Sqlite(db));
         let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
+        // Kept whether the job succeeded or not: forgetting a key too many costs one read.
+        touched.append(&mut handle.touched);
         (outcome, handle.appended)
     };
     match outcome {

@@ -6,6 +6,7 @@ use gateway_core::{Amount, CoopId, Did, Error};
 use gateway_domain::ports::{CoopRecord, CoopSettings, CoopTx, MemberRecord};
 
 use super::{Arg, Conn, parse_coop, parse_currency, parse_did, parse_role, to_i64, to_u64};
+use crate::view::Touched;
 
 /// Columns of `coops` plus the member count, in this order.
 pub(crate) const COOP_COLUMNS: &str = "c.id, c.name, c.coop_type, c.description, c.created_at, c.created_by, \
@@ -132,6 +133,7 @@ impl CoopTx for Conn<'_> {
     }
 
     async fn insert_coop(&mut self, r: &CoopRecord) -> Result<(), Error> {
+        self.touched.push(Touched::Coop(r.id.clone()));
         let s = &r.settings;
         self.execute(
             "INSERT INTO coops (id, name, coop_type, description, created_at, created_by, default_currency, \
@@ -157,6 +159,7 @@ impl CoopTx for Conn<'_> {
     }
 
     async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {
+        self.touched.push(Touched::Coop(coop.clone()));
         self.execute(
             "UPDATE coops SET default_currency = $2, credit_limit = $3, high_value_threshold = $4, \
              conversion_fee_ppm = $5, quorum_percent = $6, require_signed_requests = $7 WHERE id = $1",

@@ -8,6 +8,7 @@ use gateway_domain::ports::{
 };
 
 use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
+use crate::view::Touched;
 
 /// Columns of `transactions`, in this order.
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, \
@@ -246,6 +247,7 @@ impl LedgerTx for Conn<'_> {
         let mut args = vec![Arg::from(coop.as_str())];
         for (account, currency, delta) in deltas {
             args.extend([Arg::from(*account), Arg::from(currency.as_str()), Arg::from(delta.micros())]);
+            self.touched.push(Touched::Balance(coop.clone(), (*account).to_owned()));
         }
         self.execute(&sql, &args).await.map(|_| ())
     }
@@ -257,6 +259,7 @@ impl LedgerTx for Conn<'_> {
         currency: &Currency,
         delta: Amount,
     ) -> Result<(), Error> {
+        self.touched.push(Touched::Balance(coop.clone(), account.to_owned()));
         self.execute(
             "INSERT INTO balances (coop_id, account, currency, balance) \
              VALUES ($1, $2, $3, $4) \

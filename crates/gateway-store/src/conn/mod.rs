@@ -34,6 +34,8 @@ pub(crate) enum Db<'a> {
 pub(crate) struct Conn<'a> {
     pub(crate) db: Db<'a>,
     pub(crate) appended: Vec<CoopSignal>,
+    /// The balances and coop rows its statements changed, for the balance read model.
+    pub(crate) touched: Vec<crate::view::Touched>,
 }
 
 /// One statement parameter, bound alike on both backends.
@@ -267,7 +269,7 @@ fn is_word_byte(byte: u8) -> bool {
 
 impl<'a> Conn<'a> {
     pub(crate) fn new(db: Db<'a>) -> Self {
-        Self { db, appended: Vec::new() }
+        Self { db, appended: Vec::new(), touched: Vec::new() }
     }
 
     fn is_sqlite(&self) -> bool {

@@ -496,23 +496,102 @@ async fn concurrent_fanout_expansions(backend: Backend) {
     }
 }
 
-/// The balance read returns the coop with every currency the account holds, in order; an
-/// account with none still gets its coop, and an unknown coop is `None`.
+/// The balance read returns the coop's default currency with every currency the account holds,
+/// in order; an account with none still gets its coop's currency, and an unknown coop is `None`.
 async fn coop_balances_read_the_coop_and_every_currency(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 3).await;
     let eur = Currency::parse("eur").unwrap();
     f.ledger.pay(&coop, payment(0, 1, units(5)), None).await.unwrap();
     f.ledger.pay(&coop, PaymentRequest { currency: Some(eur.clone()), ..payment(0, 1, units(2)) }, None).await.unwrap();
-    let (record, balances) = f.store.coop_balances(&coop, did(1).as_str()).await.unwrap().unwrap();
-    assert_eq!(record.id, coop);
-    assert_eq!(record.member_count, 3);
-    assert_eq!(balances, vec![(eur, units(2)), (hours(), units(5))]);
-    let (record, balances) = f.store.coop_balances(&coop, did(2).as_str()).await.unwrap().unwrap();
-    assert_eq!((record.id, balances), (coop.clone(), vec![]));
+    let read = f.store.coop_balances(&coop, did(1).as_str()).await.unwrap().unwrap();
+    assert_eq!(read.default_currency, hours());
+    assert_eq!(read.balances, vec![(eur, units(2)), (hours(), units(5))]);
+    let read = f.store.coop_balances(&coop, did(2).as_str()).await.unwrap().unwrap();
+    assert_eq!((read.default_currency, read.balances), (hours(), vec![]));
     let unknown = CoopId::parse("nowhere").unwrap();
     assert!(f.store.coop_balances(&unknown, did(1).as_str()).await.unwrap().is_none());
     assert!(matches!(f.ledger.balance(&unknown, did(1).as_str(), None).await, Err(Error::NotFound { .. })));
+}
+
+/// Balance reads follow every commit (on SQLite they are served from the writer-kept read
+/// model): a read after an acknowledged payment sees it, a read after a change of the default
+/// currency answers in the new one, and reads racing payments never leave an older balance behind.
+async fn balance_reads_follow_every_commit(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 4).await;
+    let balance = |n: u32| {
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        async move { ledger.balance(&coop, did(n).as_str(), None).await.unwrap() }
+    };
+    for n in 0..4 {
+        assert_eq!(balance(n).await.balance, Amount::ZERO);
+    }
+    for round in 1..=3 {
+        f.ledger.pay(&coop, payment(0, 1, units(1)), None).await.unwrap();
+        assert_eq!(balance(1).await.balance, units(round), "round {round}: the payment just acknowledged");
+        assert_eq!(balance(0).await.balance, units(-round));
+    }
+
+    // Readers read all the time while payments commit in groups.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4u32)
+        .map(|r| {
+            let (ledger, coop, stop) = (f.ledger.clone(), coop.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    ledger.balance(&coop, did((r + reads as u32) % 4).as_str(), None).await.unwrap();
+                    reads += 1;
+                    tokio::task::yield_now().await;
+                }
+                reads
+            })
+        })
+        .collect();
+    // Eight payers, ten payments each, at once (SQLite commits them in groups).
+    let mut expected = [-3i64, 3, 0, 0];
+    let mut payers = Vec::new();
+    for p in 0..8u32 {
+        let plan: Vec<(u32, u32, i64)> = (0..10u32)
+            .map(|k| {
+                let j = p * 10 + k;
+                (j % 4, (j + 1 + j / 4 % 3) % 4, i64::from(j + 1))
+            })
+            .collect();
+        for &(from, to, amount) in &plan {
+            expected[from as usize] -= amount;
+            expected[to as usize] += amount;
+        }
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        payers.push(tokio::spawn(async move {
+            for (from, to, amount) in plan {
+                ledger.pay(&coop, payment(from, to, units(amount)), None).await.unwrap();
+            }
+        }));
+    }
+    for payer in payers {
+        payer.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.await.unwrap() > 0);
+    }
+    for n in 0..4u32 {
+        assert_eq!(balance(n).await.balance, units(expected[n as usize]), "member {n} after the race");
+        // Twice: the second read is the read model's, when there is one.
+        assert_eq!(balance(n).await.balance, units(expected[n as usize]), "member {n} read again");
+    }
+
+    let eur = Currency::parse("eur").unwrap();
+    let patch = gateway_domain::coops::SettingsPatch { default_currency: Some(eur.clone()), ..Default::default() };
+    f.coops.update_settings(&coop, patch).await.unwrap();
+    let after = balance(1).await;
+    assert_eq!((after.currency, after.balance), (eur.clone(), Amount::ZERO), "the new default currency");
+    f.ledger.pay(&coop, payment(0, 1, units(2)), None).await.unwrap();
+    let after = balance(1).await;
+    assert_eq!((after.currency, after.balance), (eur, units(2)));
+    assert_zero_sum(&f).await;
 }
 
 /// Units of work committed together (SQLite groups concurrent ones into one transaction): each
@@ -534,7 +613,7 @@ async fn a_failed_unit_of_work_undoes_only_its_own_writes(backend: Backend) {
     });
     let results = join_all(jobs).await;
     for (i, result) in results.into_iter().enumerate() {
-        let (_, balances) = f.store.coop_balances(&coop, &format!("coop:{coop}:test{i}")).await.unwrap().unwrap();
+        let balances = f.store.coop_balances(&coop, &format!("coop:{coop}:test{i}")).await.unwrap().unwrap().balances;
         if i % 3 == 0 {
             assert!(matches!(result, Err(Error::Conflict { .. })), "job {i}: {result:?}");
             assert_eq!(balances, vec![], "job {i} failed, so none of its writes remain");
@@ -612,7 +691,7 @@ async fn run_ops(f: &Fixture, ops: Vec<Op>) {
     assert_zero_sum(f).await;
     assert_eq!(f.store.unreconciled_accounts().await.unwrap(), 0, "every balance reconciles with its legs");
     for n in 0..4 {
-        let (_, balances) = f.store.coop_balances(&coop, did(n).as_str()).await.unwrap().unwrap();
+        let balances = f.store.coop_balances(&coop, did(n).as_str()).await.unwrap().unwrap().balances;
         for (currency, b) in balances {
             assert!(b >= units(-1000), "member {n} at {b} {currency} is below its floor");
         }
@@ -914,11 +993,11 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     assert_eq!(coop_record.member_count, 2);
     let (mine, _) = store.coops_of(&did(7), PageRequest::default()).await.unwrap();
     assert_eq!(mine, vec![coop_record.clone()]);
-    let (read_coop, balances) = store.coop_balances(&coop, did(0).as_str()).await.unwrap().expect("coop");
-    assert_eq!(read_coop, coop_record);
-    assert_eq!(balances, vec![(credits.clone(), units(3)), (hours(), units(-10))]);
-    let (_, none) = store.coop_balances(&coop, "nobody").await.unwrap().expect("coop");
-    assert!(none.is_empty());
+    let read = store.coop_balances(&coop, did(0).as_str()).await.unwrap().expect("coop");
+    assert_eq!(read.default_currency, coop_record.settings.default_currency);
+    assert_eq!(read.balances, vec![(credits.clone(), units(3)), (hours(), units(-10))]);
+    let none = store.coop_balances(&coop, "nobody").await.unwrap().expect("coop");
+    assert!(none.balances.is_empty());
     assert_eq!(CoopReads::member(store, &coop, &did(7)).await.unwrap(), Some(member.clone()));
     let (members, _) = store.members(&coop, PageRequest::default()).await.unwrap();
     assert!(members.contains(&member));
@@ -971,6 +1050,7 @@ conformance!(
     fanouts_expand_once_per_recipient,
     concurrent_fanout_expansions,
     coop_balances_read_the_coop_and_every_currency,
+    balance_reads_follow_every_commit,
     a_failed_unit_of_work_undoes_only_its_own_writes,
     every_record_reads_back_as_written,
 );
