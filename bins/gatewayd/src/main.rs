@@ -6,7 +6,9 @@
 use clap::Parser;
 
 /// mimalloc rather than the system allocator: under load, glibc's malloc and free took about a
-/// sixth of the gateway's CPU time (docs/PERFORMANCE.md).
+/// sixth of the gateway's CPU time (docs/PERFORMANCE.md). Built with `no_thp`: mimalloc would
+/// otherwise ask for transparent huge pages, and each touched 2 MB page counts whole in the
+/// resident set (an idle gateway then holds 35 MB instead of 22 MB).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -39,7 +41,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         _ => {}
     }
     let config = GatewayConfig::resolve(cli.settings)?;
-    init_tracing(config.log_format);
+    // Held to the end: dropping it writes out the lines still queued.
+    let _log_writer = init_tracing(config.log_format);
     match cli.command {
         None | Some(Command::Serve) => {
             let listeners = gatewayd::Listeners::bind(&config).await?;
@@ -104,19 +107,34 @@ fn keystore_rotate(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Lines queued for the log writer at most (a queue's slots are allocated up front: 8,192 take
+/// 256 KB).
+const LOG_QUEUE_LINES: usize = 8192;
+
 /// Logs go to stdout: human-readable lines, or one JSON object a line with `--log-format json`.
 /// `RUST_LOG` filters them (default `info`: one access line per request under the target
 /// `gateway::access`, warnings and errors; `RUST_LOG=info,gateway::access=off` drops the access
 /// lines).
-fn init_tracing(format: LogFormat) {
+///
+/// A request formats its line and queues it; a thread of its own writes the queue to stdout,
+/// many lines per write, so no request waits on a write to stdout (one system call per access line was
+/// the largest single cost of a balance read). The queue holds up to [`LOG_QUEUE_LINES`] lines and
+/// is lossless: when stdout cannot keep up, requests wait for room rather than lines being dropped.
+fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .thread_name("log-writer")
+        .finish(std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    guard
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -154,6 +154,36 @@ pub async fn keep_trusted_request_id(
     next.run(request).await
 }
 
+/// Makes the request ids the edge issues: random (version 4) UUIDs, from the thread's
+/// cryptographically seeded generator rather than one `getrandom` system call per request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MakeRandomRequestId;
+
+impl tower_http::request_id::MakeRequestId for MakeRandomRequestId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<tower_http::request_id::RequestId> {
+        Some(tower_http::request_id::RequestId::new(uuid_v4(rand::random())))
+    }
+}
+
+/// The hyphenated text of a version 4 UUID made of `bytes`.
+fn uuid_v4(mut bytes: [u8; 16]) -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let mut text = [0u8; 36];
+    let mut at = 0;
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            text[at] = b'-';
+            at += 1;
+        }
+        text[at] = HEX[usize::from(byte >> 4)];
+        text[at + 1] = HEX[usize::from(byte & 0x0f)];
+        at += 2;
+    }
+    HeaderValue::from_bytes(&text).expect("hex digits and hyphens are a valid header value")
+}
+
 fn peer_ip(request: &Request) -> IpAddr {
     request
         .extensions()
@@ -237,4 +267,29 @@ fn quarantine_response(wait: Duration) -> Response {
     .into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_version_4_uuids() {
+        assert_eq!(uuid_v4([0; 16]).to_str().unwrap(), "00000000-0000-4000-8000-000000000000");
+        assert_eq!(uuid_v4([0xff; 16]).to_str().unwrap(), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        let mut make = MakeRandomRequestId;
+        let request = axum::http::Request::new(());
+        let ids: std::collections::HashSet<String> = (0..1000)
+            .map(|_| {
+                use tower_http::request_id::MakeRequestId;
+                make.make_request_id(&request).unwrap().header_value().to_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(ids.len(), 1000, "every id is new");
+        for id in &ids {
+            let parts: Vec<&str> = id.split('-').collect();
+            assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{id}");
+            assert!(parts[2].starts_with('4') && matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{id}");
+        }
+    }
 }

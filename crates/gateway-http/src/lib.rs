@@ -26,7 +26,7 @@ use axum::http::{Request, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -182,7 +182,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         .layer(
             ServiceBuilder::new()
                 .layer(from_fn_with_state(limits, edge::keep_trusted_request_id))
-                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(SetRequestIdLayer::new(REQUEST_ID, edge::MakeRandomRequestId))
                 // A span per request, so that whatever a handler logs carries the request id; the
                 // one access line and the one error line per request are `edge::observe`'s.
                 .layer(
