@@ -1,24 +1,47 @@
-//! The server load harness: starts a release `gatewayd` on a SQLite file, prepares a coop, and
-//! drives it from keep-alive HTTP/1.1 connections (a closed loop: each connection sends its next
-//! request when the answer arrives), reporting requests per second and latency percentiles.
+//! The server load harness: starts a `gatewayd` on a SQLite file, prepares a coop, and drives
+//! it from keep-alive HTTP/1.1 connections (a closed loop: each connection sends its next request
+//! when the answer arrives), reporting requests per second and latency percentiles.
 //!
-//! Scenarios: `payments` (durable payments, each acknowledged after its commit), `balance`
-//! (balance reads), `peer` (the balance read against the gateway and against the HAProxy peer of
-//! `shared/peers/`, alternated three times, when `haproxy` is installed), `metrics` (balance
-//! reads with metrics on and off, alternated), `signing` (payments with an RFC 9421 request
-//! signature and without, on two gateways, alternated: the generator signs each request with a
-//! fresh nonce on the same cores, so the ratio carries the client's cost too), and `cluster`
-//! (balance reads and payments on
-//! PostgreSQL: one replica without Redis, one with Redis, three with Redis, alternated; needs the
-//! local PostgreSQL and Redis, or `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`).
-//! `--quick` runs every scenario for a second on the debug build: it proves the harness works
-//! (CI runs it), it does not judge speed. Tokens are
-//! minted with the gateway's secret, as the peer's instructions do, so logins (which are
-//! IP-limited by design) are not what is measured. The generator runs on the same two cores as
-//! the server, as any loopback benchmark here must; the figures are therefore pessimistic.
+//! Scenarios (`--scenario NAME`, default `all`, which runs every one):
+//!
+//! - `payments`: durable payments, each acknowledged after its commit;
+//! - `balance`: balance reads;
+//! - `metrics`: balance reads with metrics on and off, alternated;
+//! - `signing`: payments with an RFC 9421 request signature and without, on two gateways,
+//!   alternated (the generator signs each request with a fresh nonce on the same cores, so the
+//!   ratio carries the client's cost too);
+//! - `cluster`: balance reads and payments on PostgreSQL: one replica without Redis, one with
+//!   Redis, three with Redis, alternated (needs the local PostgreSQL and Redis, or
+//!   `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`);
+//! - `ceiling` (alias `peer`): the authenticated balance read against the gateway, the HAProxy
+//!   peer of `shared/peers/` (when `haproxy` is installed), a bare axum server answering the same
+//!   body and axum with an HS256 check (`cargo xtask baseline bare|jwt`, children of this
+//!   process), alternated for `--rounds` rounds, with `wrk --latency` as the generator when it is
+//!   on `PATH` (a Lua script cycling over 2,000 tokens and paths) and the built-in one otherwise;
+//!   it reports the gateway's requests/s and p99 as ratios to each;
+//! - `login`: challenge and verify over HTTP, each login from its own client address through
+//!   the trusted-proxy header (`--trusted-proxy 127.0.0.1`, `X-Forwarded-For` over 10.0.0.0/8, so
+//!   the per-IP limit never applies) and over the coop's 639 members in turn, the generator
+//!   signing every nonce on a two-worker runtime on the same cores; it reports logins/s against
+//!   the in-process Ed25519 sign+verify throughput of two threads, the ceiling of that setup;
+//! - `mixed`: balance reads, durable payments, logins and WebSocket subscribers following the
+//!   coop's events at once, with requests/s, p99 and errors per kind and the events delivered.
+//!
+//! Full runs build `gatewayd` and this harness with the release profile and run the harness from
+//! that build (re-running itself), so that the generator and the axum baselines are optimised as
+//! the gateway is. `--quick` runs every scenario for a second on the debug build: it proves the
+//! harness works (CI runs it) and fails on any error or unexpected status; it does not judge
+//! speed. Tokens are minted with the gateway's secret, as the peer's instructions do, so logins
+//! (which are IP-limited by design) are measured only where a scenario says so. The generator
+//! runs on the same two cores as the server, as any loopback benchmark here must; the figures are
+//! therefore pessimistic.
+
+mod ceiling;
+mod login;
+mod mixed;
 
 use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -37,6 +60,10 @@ const COOP: &str = "bench";
 const PAYERS: usize = 640;
 const READERS: usize = 4096;
 
+/// The scenarios `--scenario` accepts.
+const SCENARIOS: &[&str] =
+    &["all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed"];
+
 struct Options {
     seconds: u64,
     connections: usize,
@@ -50,6 +77,11 @@ impl Options {
     fn binary(&self) -> std::path::PathBuf {
         let profile = if self.quick { "debug" } else { "release" };
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../target").join(profile).join("gatewayd")
+    }
+
+    /// Whether `name` is to run.
+    fn wants(&self, name: &str) -> bool {
+        self.scenario == "all" || self.scenario == name
     }
 }
 
@@ -73,6 +105,15 @@ fn parse(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("unknown option {other}")),
         }
     }
+    if !SCENARIOS.contains(&options.scenario.as_str()) {
+        return Err(format!("unknown scenario {}; one of {}", options.scenario, SCENARIOS.join(", ")));
+    }
+    if options.seconds == 0 || options.connections == 0 || options.rounds == 0 {
+        return Err("--seconds, --connections and --rounds take numbers above 0".into());
+    }
+    if options.scenario == "peer" {
+        options.scenario = "ceiling".into();
+    }
     Ok(options)
 }
 
@@ -87,12 +128,25 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     let mut build = crate::cargo();
     build.args(["build", "--locked", "-p", "gatewayd"]);
     if !options.quick {
-        build.arg("--release");
+        build.args(["--release", "-p", "xtask"]);
     }
     let status = build.status();
     if !status.is_ok_and(|s| s.success()) {
-        eprintln!("xtask bench: building gatewayd failed");
+        eprintln!("xtask bench: building failed");
         return ExitCode::FAILURE;
+    }
+    if !options.quick && cfg!(debug_assertions) {
+        // A full run measures with an optimised generator and optimised baselines: run the
+        // release build of this harness, just built, with the same arguments.
+        let release = crate::client::workspace().join("target/release/xtask");
+        return match Command::new(&release).arg("bench").args(args).status() {
+            Ok(status) if status.success() => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("xtask bench: running {}: {e}", release.display());
+                ExitCode::FAILURE
+            }
+        };
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     match runtime.block_on(run(options)) {
@@ -102,6 +156,29 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs `future` on a multi-threaded tokio runtime of two workers, on a thread of its own (the
+/// harness's own runtime has one thread, which waits meanwhile): the scenarios whose generator
+/// signs need both cores.
+fn on_two_workers<F>(future: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(future)
+            })
+            .join()
+            .expect("the load thread panicked")
+    })
 }
 
 /// The signing key of member `n` (a fixed seed, so every run has the same members).
@@ -192,6 +269,18 @@ struct Figures {
 }
 
 impl Figures {
+    /// The connections' tallies over `seconds`.
+    fn of(tallies: Vec<Tally>, seconds: f64) -> Self {
+        let mut figures = Figures { requests: 0, errors: 0, seconds, latencies_us: Vec::new() };
+        for tally in tallies {
+            figures.requests += tally.ok;
+            figures.errors += tally.errors;
+            figures.latencies_us.extend(tally.latencies_us);
+        }
+        figures.latencies_us.sort_unstable();
+        figures
+    }
+
     fn rps(&self) -> f64 {
         self.requests as f64 / self.seconds
     }
@@ -204,15 +293,50 @@ impl Figures {
         f64::from(self.latencies_us[index]) / 1000.0
     }
 
+    fn summary(&self) -> Summary {
+        Summary {
+            rps: self.rps(),
+            p50: self.percentile(0.5),
+            p99: self.percentile(0.99),
+            p999: Some(self.percentile(0.999)),
+            errors: self.errors,
+        }
+    }
+}
+
+/// One table row: requests/s, latency percentiles (ms) and the answers that were not the
+/// expected ones (plus transport errors, for `wrk`).
+struct Summary {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    /// `wrk --latency` reports no p99.9.
+    p999: Option<f64>,
+    errors: u64,
+}
+
+impl Summary {
     fn line(&self, name: &str) -> String {
-        format!(
-            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
-            self.rps(),
-            self.percentile(0.5),
-            self.percentile(0.99),
-            self.percentile(0.999),
-            self.errors
-        )
+        let p999 = self.p999.map_or_else(|| "–".to_owned(), |p| format!("{p:.2}"));
+        format!("| {name} | {:.0} | {:.2} | {:.2} | {p999} | {} |", self.rps, self.p50, self.p99, self.errors)
+    }
+}
+
+/// The rows printed so far and the unexpected answers among them: a `--quick` run with any
+/// fails.
+#[derive(Default)]
+struct Table {
+    unexpected: u64,
+}
+
+impl Table {
+    fn row(&mut self, summary: &Summary, name: &str) {
+        println!("{}", summary.line(name));
+        self.unexpected += summary.errors;
+    }
+
+    fn figures(&mut self, figures: &Figures, name: &str) {
+        self.row(&figures.summary(), name);
     }
 }
 
@@ -222,6 +346,79 @@ enum Kind {
     /// Payments, each with a request signature of its payer.
     SignedPayments,
     Balance,
+}
+
+/// One request of a closed loop: token, path, JSON body, and the payer's key and DID when it
+/// signs.
+type Work = (String, String, Option<Value>, Option<(ed25519_dalek::SigningKey, String)>);
+
+/// The requests connection `c` of `connections` cycles over: its share of the payers or readers.
+fn work(kind: Kind, c: usize, connections: usize) -> Vec<Work> {
+    match kind {
+        Kind::Payments | Kind::SignedPayments => (c % PAYERS..PAYERS)
+            .step_by(connections)
+            .map(|p| {
+                let body = json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
+                let signer = matches!(kind, Kind::SignedPayments).then(|| (member_key(p), did(p)));
+                (token(&did(p), &["ledger:write"]), "/v1/ledger/bench/payment".to_owned(), Some(body), signer)
+            })
+            .collect(),
+        Kind::Balance => (c % READERS..READERS)
+            .step_by(connections)
+            .map(|r| {
+                let path = format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS));
+                (token(&did(r), &["ledger:read"]), path, None, None)
+            })
+            .collect(),
+    }
+}
+
+/// What one connection measured: answers as expected, other answers, and the latency of each.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    errors: u64,
+    latencies_us: Vec<u32>,
+}
+
+impl Tally {
+    fn record(&mut self, started: Instant, ok: bool) {
+        self.latencies_us.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        if ok {
+            self.ok += 1;
+        } else {
+            self.errors += 1;
+        }
+    }
+}
+
+/// One keep-alive connection sending `work` in turn until `stop`.
+async fn request_loop(addr: String, kind: Kind, work: Vec<Work>, stop: Arc<AtomicBool>) -> Result<Tally, String> {
+    let mut conn = Connection::open(&addr).await?;
+    let mut tally = Tally { latencies_us: Vec::with_capacity(100_000), ..Tally::default() };
+    let expected = if matches!(kind, Kind::Balance) { 200 } else { 201 };
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (token, path, body, signer) = &work[i % work.len()];
+        i += 1;
+        let started = Instant::now();
+        let method = if body.is_some() { "POST" } else { "GET" };
+        let (status, answer) = match signer {
+            None => conn.send(method, path, Some(token), body.as_ref()).await?,
+            Some((key, keyid)) => {
+                // Connection::send_with sends `body.to_string()`: sign exactly those bytes.
+                let bytes = body.as_ref().map(Value::to_string).unwrap_or_default();
+                let signed = signature_headers(key, keyid, &addr, path, bytes.as_bytes())?;
+                let headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
+                conn.send_with(method, path, Some(token), body.as_ref(), &headers).await?
+            }
+        };
+        if status != expected && tally.errors == 0 {
+            eprintln!("unexpected answer: {status} {}", String::from_utf8_lossy(&answer));
+        }
+        tally.record(started, status == expected);
+    }
+    Ok(tally)
 }
 
 async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Result<Figures, String> {
@@ -234,134 +431,79 @@ async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u6
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..connections {
-        let (addr, stop) = (addrs[c % addrs.len()].clone(), stop.clone());
-        // Per request: token, path, body, and the payer's key and DID when it signs.
-        type Work = (String, String, Option<Value>, Option<(ed25519_dalek::SigningKey, String)>);
-        let work: Vec<Work> = match kind {
-            Kind::Payments | Kind::SignedPayments => (c..PAYERS)
-                .step_by(connections)
-                .map(|p| {
-                    let body =
-                        json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
-                    let signer = matches!(kind, Kind::SignedPayments).then(|| (member_key(p), did(p)));
-                    (token(&did(p), &["ledger:write"]), "/v1/ledger/bench/payment".to_owned(), Some(body), signer)
-                })
-                .collect(),
-            Kind::Balance => (c..READERS)
-                .step_by(connections)
-                .map(|r| {
-                    let path = format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS));
-                    (token(&did(r), &["ledger:read"]), path, None, None)
-                })
-                .collect(),
-        };
-        tasks.push(tokio::spawn(async move {
-            let mut conn = Connection::open(&addr).await?;
-            let (mut ok, mut errors, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
-            let expected = if matches!(kind, Kind::Balance) { 200 } else { 201 };
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let (token, path, body, signer) = &work[i % work.len()];
-                i += 1;
-                let started = Instant::now();
-                let method = if body.is_some() { "POST" } else { "GET" };
-                let (status, answer) = match signer {
-                    None => conn.send(method, path, Some(token), body.as_ref()).await?,
-                    Some((key, keyid)) => {
-                        // Connection::send_with sends `body.to_string()`: sign exactly those bytes.
-                        let bytes = body.as_ref().map(Value::to_string).unwrap_or_default();
-                        let signed = signature_headers(key, keyid, &addr, path, bytes.as_bytes())?;
-                        let headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (*n, v.as_str())).collect();
-                        conn.send_with(method, path, Some(token), body.as_ref(), &headers).await?
-                    }
-                };
-                latencies.push(started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
-                if status == expected {
-                    ok += 1
-                } else {
-                    if errors == 0 {
-                        eprintln!("unexpected answer: {status} {}", String::from_utf8_lossy(&answer));
-                    }
-                    errors += 1
-                }
-            }
-            Ok::<_, String>((ok, errors, latencies))
-        }));
+        let work = work(kind, c, connections);
+        tasks.push(tokio::spawn(request_loop(addrs[c % addrs.len()].clone(), kind, work, stop.clone())));
     }
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut figures = Figures { requests: 0, errors: 0, seconds: 0.0, latencies_us: Vec::new() };
+    let mut tallies = Vec::new();
     for task in tasks {
-        let (ok, errors, latencies) = task.await.map_err(|e| e.to_string())??;
-        figures.requests += ok;
-        figures.errors += errors;
-        figures.latencies_us.extend(latencies);
+        tallies.push(task.await.map_err(|e| e.to_string())??);
     }
-    figures.seconds = started.elapsed().as_secs_f64();
-    figures.latencies_us.sort_unstable();
-    Ok(figures)
-}
-
-fn start_peer(port: u16) -> Option<Child> {
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peers/haproxy-balance.cfg");
-    Command::new("haproxy")
-        .arg("-f")
-        .arg(config)
-        .env("JWT_SECRET", SECRET)
-        .env("PEER_PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()
+    Ok(Figures::of(tallies, started.elapsed().as_secs_f64()))
 }
 
 async fn run(options: Options) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("gateway-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut table = Table::default();
+    let result = scenarios(&options, &dir, &mut table).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result?;
+    match table.unexpected {
+        0 => Ok(()),
+        n if options.quick => Err(format!("{n} requests failed or got an unexpected answer (see above)")),
+        n => {
+            println!("\nwarning: {n} requests failed or got an unexpected answer (see above)");
+            Ok(())
+        }
+    }
+}
+
+async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
     let header = "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | non-2xx |\n|---|---|---|---|---|---|";
     println!("connections: {}, seconds per run: {}\n\n{header}", options.connections, options.seconds);
-    let all = options.scenario == "all";
     let (seconds, connections) = (options.seconds, options.connections);
-    if all || options.scenario == "payments" {
-        let server = start_gateway(&options, &dir.join("payments"), &[])?;
+    if options.wants("payments") {
+        let server = start_gateway(options, &dir.join("payments"), &[])?;
         setup(&server.addr).await?;
         let figures = drive(&server.addr, Kind::Payments, connections, seconds).await?;
-        println!("{}", figures.line("durable payments (SQLite file, fsync per commit group)"));
+        table.figures(&figures, "durable payments (SQLite file, fsync per commit group)");
     }
-    if all || options.scenario == "balance" {
-        let server = start_gateway(&options, &dir.join("balance"), &[])?;
+    if options.wants("balance") {
+        let server = start_gateway(options, &dir.join("balance"), &[])?;
         setup(&server.addr).await?;
         let figures = drive(&server.addr, Kind::Balance, connections, seconds).await?;
-        println!("{}", figures.line("balance reads"));
+        table.figures(&figures, "balance reads");
     }
-    if all || options.scenario == "metrics" {
-        let on = start_gateway(&options, &dir.join("metrics-on"), &["--metrics", "true"])?;
-        let off = start_gateway(&options, &dir.join("metrics-off"), &["--metrics", "false"])?;
+    if options.wants("metrics") {
+        let on = start_gateway(options, &dir.join("metrics-on"), &["--metrics", "true"])?;
+        let off = start_gateway(options, &dir.join("metrics-off"), &["--metrics", "false"])?;
         setup(&on.addr).await?;
         setup(&off.addr).await?;
         let mut ratios = Vec::new();
         for round in 1..=options.rounds {
             let with = drive(&on.addr, Kind::Balance, connections, seconds).await?;
             let without = drive(&off.addr, Kind::Balance, connections, seconds).await?;
-            println!("{}", with.line(&format!("round {round}: balance reads, metrics on")));
-            println!("{}", without.line(&format!("round {round}: balance reads, metrics off")));
+            table.figures(&with, &format!("round {round}: balance reads, metrics on"));
+            table.figures(&without, &format!("round {round}: balance reads, metrics off"));
             ratios.push(with.rps() / without.rps());
         }
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
         println!("\nmetrics on / off, mean of {} alternations: requests/s {mean:.3}×\n", ratios.len());
     }
-    if all || options.scenario == "signing" {
-        let plain = start_gateway(&options, &dir.join("unsigned"), &[])?;
-        let signing = start_gateway(&options, &dir.join("signed"), &[])?;
+    if options.wants("signing") {
+        let plain = start_gateway(options, &dir.join("unsigned"), &[])?;
+        let signing = start_gateway(options, &dir.join("signed"), &[])?;
         setup(&plain.addr).await?;
         setup(&signing.addr).await?;
         let mut ratios = Vec::new();
         for round in 1..=options.rounds {
             let signed = drive(&signing.addr, Kind::SignedPayments, connections, seconds).await?;
             let unsigned = drive(&plain.addr, Kind::Payments, connections, seconds).await?;
-            println!("{}", signed.line(&format!("round {round}: payments, signed (RFC 9421)")));
-            println!("{}", unsigned.line(&format!("round {round}: payments, unsigned")));
+            table.figures(&signed, &format!("round {round}: payments, signed (RFC 9421)"));
+            table.figures(&unsigned, &format!("round {round}: payments, unsigned"));
             ratios.push((signed.rps() / unsigned.rps(), signed.percentile(0.5) / unsigned.percentile(0.5)));
         }
         let n = ratios.len() as f64;
@@ -371,36 +513,18 @@ async fn run(options: Options) -> Result<(), String> {
             "\nsigned / unsigned payments, mean of {n} alternations: requests/s {rps:.3}×, p50 latency {p50:.3}×\n"
         );
     }
-    if all || options.scenario == "cluster" {
-        cluster(&options).await?;
+    if options.wants("cluster") {
+        cluster(options, table).await?;
     }
-    if options.scenario == "peer" || (all && !options.quick) {
-        let server = start_gateway(&options, &dir.join("peer"), &[])?;
-        setup(&server.addr).await?;
-        let port = 18081;
-        match start_peer(port) {
-            None => println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)"),
-            Some(mut peer) => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let peer_addr = format!("127.0.0.1:{port}");
-                let mut ratios = Vec::new();
-                for round in 1..=options.rounds {
-                    let ours = drive(&server.addr, Kind::Balance, connections, seconds).await?;
-                    let theirs = drive(&peer_addr, Kind::Balance, connections, seconds).await?;
-                    println!("{}", ours.line(&format!("round {round}: gateway balance read")));
-                    println!("{}", theirs.line(&format!("round {round}: HAProxy peer")));
-                    ratios.push((ours.rps() / theirs.rps(), ours.percentile(0.99) / theirs.percentile(0.99)));
-                }
-                let _ = peer.kill();
-                let _ = peer.wait();
-                let n = ratios.len() as f64;
-                let rps = ratios.iter().map(|r| r.0).sum::<f64>() / n;
-                let p99 = ratios.iter().map(|r| r.1).sum::<f64>() / n;
-                println!("\ngateway / peer, mean of {n} alternations: requests/s {rps:.2}×, p99 latency {p99:.2}×");
-            }
-        }
+    if options.wants("ceiling") {
+        ceiling::scenario(options, &dir.join("ceiling"), table).await?;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if options.wants("login") {
+        login::scenario(options, &dir.join("login"), table)?;
+    }
+    if options.wants("mixed") {
+        mixed::scenario(options, &dir.join("mixed"), table)?;
+    }
     Ok(())
 }
 
@@ -446,7 +570,7 @@ async fn replicas(options: &Options, name: &str, replicas: usize, redis: Option<
 }
 
 /// Balance reads and payments on PostgreSQL: one replica without Redis, one with, three with.
-async fn cluster(options: &Options) -> Result<(), String> {
+async fn cluster(options: &Options, table: &mut Table) -> Result<(), String> {
     let redis = std::env::var("GATEWAY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let (seconds, connections) = (options.seconds, options.connections);
     let configurations: Vec<(&str, Vec<Server>)> = vec![
@@ -460,7 +584,7 @@ async fn cluster(options: &Options) -> Result<(), String> {
             for (i, (name, servers)) in configurations.iter().enumerate() {
                 let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
                 let figures = drive_all(&addrs, kind, connections, seconds).await?;
-                println!("{}", figures.line(&format!("round {round}: {label}, PostgreSQL, {name}")));
+                table.figures(&figures, &format!("round {round}: {label}, PostgreSQL, {name}"));
                 rps[i].push(figures.rps());
             }
         }

@@ -39,20 +39,30 @@ impl Server {
 
     /// Starts `binary` on port 0 with `flags` and the JWT `secret`; waits for its address.
     pub(crate) fn start(binary: &Path, flags: &[&str], secret: &str) -> Result<Self, String> {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
             .args(flags)
             .env("ICN_GATEWAY_JWT_SECRET", secret)
-            .env("RUST_LOG", "warn,gatewayd=info")
+            .env("RUST_LOG", "warn,gatewayd=info");
+        Self::spawn(command)
+    }
+
+    /// Starts `command`, which must print `listening on http://<host:port>` on its standard
+    /// output (as `gatewayd` and `xtask baseline` do); waits for that line.
+    pub(crate) fn spawn(mut command: Command) -> Result<Self, String> {
+        use std::io::{BufRead, BufReader};
+        let program = command.get_program().to_string_lossy().into_owned();
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("starting {}: {e}", binary.display()))?;
+            .map_err(|e| format!("starting {program}: {e}"))?;
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let addr = loop {
-            let line = lines.next().ok_or("gatewayd exited before listening")?.map_err(|e| e.to_string())?;
+            let line =
+                lines.next().ok_or_else(|| format!("{program} exited before listening"))?.map_err(|e| e.to_string())?;
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 break rest.split_whitespace().next().unwrap_or_default().to_owned();
             }
@@ -171,4 +181,14 @@ pub(crate) fn expect((status, body): (u16, Bytes), want: u16) -> Result<Value, S
         return Err(format!("expected {want}, got {status}: {}", String::from_utf8_lossy(&body)));
     }
     serde_json::from_slice(&body).map_err(|e| format!("answer is not JSON: {e}"))
+}
+
+/// The resident set of process `pid`, bytes (0 when it cannot be read).
+pub(crate) fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }

@@ -3,10 +3,12 @@
 //! `cargo xtask test` runs the whole test suite, pointing the tests that need PostgreSQL and Redis
 //! at the local servers unless `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL` are
 //! already set. `cargo xtask bench` builds `gatewayd` in release mode and measures it over real
-//! TCP (see `bench.rs`). `cargo xtask api-check` and `cargo xtask swagger-check` check the OpenAPI
+//! TCP (see `bench.rs`); `cargo xtask baseline bare|jwt` serves the axum reference points its
+//! `ceiling` scenario compares the gateway with (see `baseline.rs`). `cargo xtask api-check` and `cargo xtask swagger-check` check the OpenAPI
 //! document against the answers (schemathesis) and the Swagger UI in headless Chromium.
 
 mod api_check;
+mod baseline;
 mod bench;
 mod client;
 mod soak;
@@ -23,12 +25,13 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::main(&args[1..]),
+        Some("baseline") => baseline::main(&args[1..]),
         Some("soak") => soak::main(&args[1..]),
         Some("api-check") => api_check::main(&args[1..]),
         Some("swagger-check") => swagger_check::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask swagger-check\n       cargo xtask bench [--quick] [--seconds N] [--connections N] [--rounds N] [--scenario payments|balance|metrics|cluster|peer|all]\n       cargo xtask soak [--minutes N]"
+                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask swagger-check\n       cargo xtask bench [--quick] [--seconds N] [--connections N] [--rounds N] [--scenario payments|balance|metrics|signing|cluster|ceiling|peer|login|mixed|all]\n       cargo xtask baseline bare|jwt [--listen ADDR] [--body JSON]\n       cargo xtask soak [--minutes N]"
             );
             ExitCode::from(2)
         }

@@ -21,7 +21,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::client::{Connection, Server};
+use crate::client::{Connection, Server, rss};
 
 const SECRET: &str = "soak-secret-soak-secret-soak-secret!!";
 const COOP: &str = "soak";
@@ -139,15 +139,6 @@ fn token(did: &str, scopes: &[&str]) -> String {
 }
 
 /// Resident memory of `pid`, bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }

@@ -1,0 +1,275 @@
+//! The `ceiling` scenario: the gateway's authenticated balance read set against what answers the
+//! same request with less to do, on the same machine, from the same generator, in one run:
+//!
+//! - the HAProxy peer of `shared/peers/haproxy-balance.cfg` (HS256 check, a per-subject counter,
+//!   a constant body), when `haproxy` is installed;
+//! - `xtask baseline bare`: axum answering a constant body of the gateway's balance shape;
+//! - `xtask baseline jwt`: the same plus an HS256 bearer check with `jsonwebtoken`.
+//!
+//! The four are alternated for `--rounds` rounds of `--seconds` each. The generator is `wrk`
+//! (two threads, `--latency`) when it is on `PATH`, with a Lua script that cycles over
+//! [`SUBJECTS`] tokens and paths; otherwise the built-in closed loop, which says so.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{COOP, Kind, Options, PAYERS, SECRET, Summary, Table, did, drive, setup, start_gateway, token};
+use crate::client::{Connection, Server};
+
+/// Distinct token subjects (and paths) the generator cycles over. The gateway allows each 1,000
+/// requests a minute at the harness's trust and the peer counts 1,000 a minute per subject: a
+/// target measured at R requests/s for S seconds stays under both while R × S / 2,000 < 1,000
+/// per minute (at 50,000 requests/s, rounds of up to 40 s), and any 429 shows as non-2xx.
+const SUBJECTS: usize = 2000;
+
+/// A child process killed when dropped (the HAProxy peer).
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the HAProxy peer on a free port; `Ok(None)` when `haproxy` is not installed.
+fn start_peer() -> Result<Option<(Peer, String)>, String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("finding a free port: {e}"))?
+        .port();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peers/haproxy-balance.cfg");
+    let child = Command::new("haproxy")
+        .arg("-f")
+        .arg(&config)
+        .env("JWT_SECRET", SECRET)
+        .env("PEER_PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut peer = match child {
+        Ok(child) => Peer(child),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("starting haproxy: {e}")),
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if let Ok(Some(status)) = peer.0.try_wait() {
+            return Err(format!("haproxy -f {} exited: {status}", config.display()));
+        }
+        if Instant::now() > deadline {
+            return Err("haproxy did not listen within 5 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Some((peer, addr)))
+}
+
+/// `xtask baseline <mode>` answering `body`, started from this very executable (the release
+/// build in a full run, the debug build with `--quick`).
+fn start_baseline(mode: &str, body: &str) -> Result<Server, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding the xtask executable: {e}"))?;
+    let mut command = Command::new(exe);
+    command.args(["baseline", mode, "--body", body]).env("ICN_GATEWAY_JWT_SECRET", SECRET);
+    Server::spawn(command)
+}
+
+/// The Lua script that makes `wrk` cycle over the tokens and paths: every request is formatted
+/// once in `init`, and each thread starts at its own offset.
+fn wrk_script() -> String {
+    let mut script = String::from("local entries = {\n");
+    for r in 0..SUBJECTS {
+        let path = format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS));
+        let _ = writeln!(script, "  {{ \"{path}\", \"Bearer {}\" }},", token(&did(r), &["ledger:read"]));
+    }
+    script.push_str(
+        r#"}
+local requests = {}
+local i = 0
+local threads = 0
+
+function setup(thread)
+  thread:set("offset", threads * 997)
+  threads = threads + 1
+end
+
+function init(args)
+  for k, entry in ipairs(entries) do
+    requests[k] = wrk.format("GET", entry[1], { ["Authorization"] = entry[2] })
+  end
+  i = (offset or 0) % #requests
+end
+
+function request()
+  i = i % #requests + 1
+  return requests[i]
+end
+"#,
+    );
+    script
+}
+
+/// Whether `wrk` can be run.
+fn wrk_available() -> bool {
+    Command::new("wrk").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+/// One `wrk` run against `addr`.
+fn run_wrk(script: &Path, addr: &str, options: &Options) -> Result<Summary, String> {
+    let threads = options.connections.min(2);
+    let output = Command::new("wrk")
+        .arg(format!("-t{threads}"))
+        .arg(format!("-c{}", options.connections))
+        .arg(format!("-d{}s", options.seconds))
+        .args(["--latency", "--timeout", "5s", "-s"])
+        .arg(script)
+        .arg(format!("http://{addr}/"))
+        .output()
+        .map_err(|e| format!("running wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!("wrk failed ({}): {text}{}", output.status, String::from_utf8_lossy(&output.stderr)));
+    }
+    parse_wrk(&text).ok_or_else(|| format!("could not read wrk's report:\n{text}"))
+}
+
+/// Requests/s, the 50 % and 99 % latencies and the non-2xx answers and socket errors of a
+/// `wrk --latency` report.
+fn parse_wrk(text: &str) -> Option<Summary> {
+    let mut summary = Summary { rps: f64::NAN, p50: f64::NAN, p99: f64::NAN, p999: None, errors: 0 };
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("Requests/sec:") {
+            summary.rps = rest.trim().parse().ok()?;
+        } else if let Some(rest) = line.strip_prefix("50%") {
+            summary.p50 = wrk_millis(rest.trim())?;
+        } else if let Some(rest) = line.strip_prefix("99%") {
+            summary.p99 = wrk_millis(rest.trim())?;
+        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            summary.errors += rest.trim().parse::<u64>().ok()?;
+        } else if let Some(rest) = line.strip_prefix("Socket errors:") {
+            // "connect 0, read 0, write 0, timeout 0"
+            for part in rest.split(',') {
+                summary.errors += part.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+            }
+        }
+    }
+    (summary.rps.is_finite() && summary.p50.is_finite() && summary.p99.is_finite()).then_some(summary)
+}
+
+/// A `wrk` duration (`139.00us`, `1.20ms`, `2.01s`, `1.00m`) in milliseconds.
+fn wrk_millis(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor = match unit {
+        "us" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => return None,
+    };
+    Some(number * factor)
+}
+
+pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
+    let gateway = start_gateway(options, dir, &[])?;
+    // Idle: started, nothing asked of it yet.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let idle = crate::client::rss(gateway.pid());
+    setup(&gateway.addr).await?;
+    // The baselines answer what the gateway answers for a member (the same bytes, so the same
+    // length), whatever the path.
+    let mut conn = Connection::open(&gateway.addr).await?;
+    let path = format!("/v1/ledger/{COOP}/balance/{}", did(1));
+    let (status, body) = conn.send("GET", &path, Some(&token(&did(1), &["ledger:read"])), None).await?;
+    if status != 200 {
+        return Err(format!("reading a balance: {status} {}", String::from_utf8_lossy(&body)));
+    }
+    let body = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
+    let bare = start_baseline("bare", &body)?;
+    let jwt = start_baseline("jwt", &body)?;
+    let peer = start_peer()?;
+    if peer.is_none() {
+        println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)\n");
+    }
+    let mut targets = vec![("gateway balance read".to_owned(), gateway.addr.clone())];
+    if let Some((_, addr)) = &peer {
+        targets.push(("HAProxy peer".to_owned(), addr.clone()));
+    }
+    targets.push(("bare axum".to_owned(), bare.addr.clone()));
+    targets.push(("axum + JWT".to_owned(), jwt.addr.clone()));
+
+    let script = wrk_available().then(|| dir.join("ceiling.lua"));
+    match &script {
+        Some(path) => std::fs::write(path, wrk_script()).map_err(|e| format!("writing {}: {e}", path.display()))?,
+        None => println!(
+            "\n(wrk is not on PATH: the built-in generator drives the reads instead, which costs the \
+             cores more per request; `apt-get install -y wrk` for the comparison as documented)\n"
+        ),
+    }
+    let generator = if script.is_some() { "wrk" } else { "built-in" };
+    // Per round, each target's summary, in `targets` order.
+    let mut rounds: Vec<Vec<Summary>> = Vec::new();
+    for round in 1..=options.rounds {
+        let mut this = Vec::new();
+        for (name, addr) in &targets {
+            let summary = match &script {
+                Some(script) => run_wrk(script, addr, options)?,
+                None => drive(addr, Kind::Balance, options.connections, options.seconds).await?.summary(),
+            };
+            table.row(&summary, &format!("round {round}: {name} ({generator})"));
+            this.push(summary);
+        }
+        rounds.push(this);
+    }
+    let n = rounds.len() as f64;
+    println!();
+    for (i, (name, _)) in targets.iter().enumerate().skip(1) {
+        let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
+        let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
+        println!("gateway / {name}, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+    }
+    let p99 = rounds.iter().map(|r| r[0].p99).sum::<f64>() / n;
+    let rps = rounds.iter().map(|r| r[0].rps).sum::<f64>() / n;
+    println!("gateway, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms");
+    let after = crate::client::rss(gateway.pid());
+    println!("gateway resident set: idle {:.1} MB, after the reads {:.1} MB\n", idle as f64 / 1e6, after as f64 / 1e6);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_wrk_report() {
+        let report = "Running 1s test @ http://127.0.0.1:1/
+  2 threads and 8 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   310.12us  200.01us   5.20ms   90.00%
+    Req/Sec    12.50k     1.00k   14.00k    70.00%
+  Latency Distribution
+     50%  280.00us
+     75%  350.00us
+     90%  450.00us
+     99%    1.20ms
+  24875 requests in 1.00s, 5.20MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  24870.51
+Transfer/sec:      5.20MB
+";
+        let summary = parse_wrk(report).expect("parsed");
+        assert!((summary.rps - 24870.51).abs() < 1e-6);
+        assert!((summary.p50 - 0.28).abs() < 1e-9);
+        assert!((summary.p99 - 1.2).abs() < 1e-9);
+        assert_eq!(summary.errors, 7);
+        assert!(parse_wrk("Running 1s test\n").is_none());
+        assert!(wrk_millis("2.01s").is_some_and(|ms| (ms - 2010.0).abs() < 1e-9));
+        assert_eq!(wrk_millis("3.00m"), Some(180_000.0));
+    }
+}
