@@ -34,13 +34,21 @@ impl Drop for Peer {
     }
 }
 
-/// Starts the HAProxy peer on a free port; `Ok(None)` when `haproxy` is not installed.
+/// Starts the HAProxy peer on a free port; `Ok(None)`, with a note, when `haproxy` is not
+/// installed or the peer's configuration (`shared/peers/` beside this checkout) is not there.
 fn start_peer() -> Result<Option<(Peer, String)>, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("finding a free port: {e}"))?
         .port();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peers/haproxy-balance.cfg");
+    if !config.exists() {
+        println!(
+            "\n(the peer's configuration, {}, is not beside this checkout: no peer comparison)\n",
+            config.display()
+        );
+        return Ok(None);
+    }
     let child = Command::new("haproxy")
         .arg("-f")
         .arg(&config)
@@ -51,7 +59,10 @@ fn start_peer() -> Result<Option<(Peer, String)>, String> {
         .spawn();
     let mut peer = match child {
         Ok(child) => Peer(child),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)\n");
+            return Ok(None);
+        }
         Err(e) => return Err(format!("starting haproxy: {e}")),
     };
     let addr = format!("127.0.0.1:{port}");
@@ -193,9 +204,6 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
     let bare = start_baseline("bare", &body)?;
     let jwt = start_baseline("jwt", &body)?;
     let peer = start_peer()?;
-    if peer.is_none() {
-        println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)\n");
-    }
     let mut targets = vec![("gateway balance read".to_owned(), gateway.addr.clone())];
     if let Some((_, addr)) = &peer {
         targets.push(("HAProxy peer".to_owned(), addr.clone()));
