@@ -279,8 +279,6 @@ pub struct Store {
     writer: Option<mpsc::Sender<writer::Job>>,
     /// Committed-event signals.
     feed: broadcast::Sender<CoopSignal>,
-    /// Stops the WAL checkpointer of a SQLite file when the store is dropped.
-    _checkpointer: Option<std::sync::mpsc::Sender<()>>,
     /// The task relaying other replicas' NOTIFY signals (PostgreSQL), stopped with the store.
     listener: Option<tokio::task::AbortHandle>,
     /// Woken when a replica (this one included) committed a trust-edge change (PostgreSQL).
@@ -361,13 +359,12 @@ impl Store {
                     queue,
                     feed.clone(),
                     view.clone(),
+                    db.start_checkpointer().map_err(StoreError::Sqlite)?,
                 )?;
-                let checkpointer = db.start_checkpointer().map_err(StoreError::Sqlite)?;
                 Ok(Self {
                     backend: Backend::Sqlite(db),
                     writer: Some(sender),
                     feed,
-                    _checkpointer: checkpointer,
                     listener: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
@@ -416,7 +413,6 @@ impl Store {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
-                    _checkpointer: None,
                     listener: Some(listener),
                     trust_changes,
                     write_health: health::WriteHealth::default(),

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Db, sqlite_error};
 use crate::db_error;
-use crate::sqlite::WriterConn;
+use crate::sqlite::{Checkpoints, WriterConn};
 use crate::view::{BalanceView, Touched};
 
 /// Most jobs committed together.
@@ -63,12 +63,13 @@ impl Job {
 /// Starts the SQLite writer on its own thread, with a single-threaded runtime to wait for jobs
 /// (and, in memory, for the one connection) on. Every statement of a group runs synchronously
 /// on this thread; a job's future completes without waiting on anything else. The thread ends
-/// when every sender of `queue` is dropped.
+/// when every sender of `queue` is dropped, and with it the checkpointer of a database file.
 pub(crate) fn spawn_sqlite_writer(
     mut conn: WriterConn,
     mut queue: mpsc::Receiver<Job>,
     feed: broadcast::Sender<CoopSignal>,
     view: Arc<BalanceView>,
+    checkpoints: Option<Checkpoints>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     std::thread::Builder::new()
@@ -80,6 +81,9 @@ pub(crate) fn spawn_sqlite_writer(
                     match &mut conn {
                         WriterConn::Owned(db) => run_group(db, group, &feed, &view).await,
                         WriterConn::Shared(shared) => run_group(&mut *shared.lock().await, group, &feed, &view).await,
+                    }
+                    if let Some(checkpoints) = &checkpoints {
+                        checkpoints.committed();
                     }
                 }
             })
