@@ -1,24 +1,31 @@
-//! The outermost handling of every request, in one place: the request id a trusted proxy sent,
-//! the client's quarantine, the HTTP metrics by route template, the one access-log line per
-//! request and the one error line per failure, and the misbehaviour a response reports, counted
-//! against the client's address.
+//! The outermost handling of every request, in one place and one pass ([`EdgeLayer`]): the
+//! request id (a trusted proxy's, or a new one) and its trace span, the client's quarantine,
+//! the HTTP metrics by route template, the one access-log line per request and the one error line
+//! per failure, the misbehaviour a response reports, counted against the client's address, and
+//! the security headers of every answer. One hand-written service instead of a stack of
+//! middleware: each layer of a stack is cloned and boxed for every request, and a profile of
+//! balance reads put the stack at a third of the gateway's time (docs/PERFORMANCE.md).
 //!
 //! Labels stay bounded: the route is the matched template (`/v1/ledger/{coop}/balance/{did}`),
 //! never the raw path, the method is one of the standard ones or `other`, the status a number.
 //! This module makes no decision about a request beyond the quarantine.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, MatchedPath, Request, State};
-use axum::http::{HeaderValue, Method, header};
-use axum::middleware::Next;
+use axum::extract::{ConnectInfo, MatchedPath, Request};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
 use gateway_core::Error;
 use gateway_limits::Violation;
 use metrics::{Counter, Gauge, Histogram};
+use tracing::Instrument;
 
 use crate::error::{ApiError, InternalCause};
 use crate::limits::{RateLimits, request_client_ip};
@@ -114,55 +121,46 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Counts a request in flight while alive.
-struct InFlight<'a>(Option<&'a Gauge>);
+/// Counts a request in flight while alive (dropped with the request's future if the client goes
+/// away first).
+struct InFlight(Option<Gauge>);
 
-impl<'a> InFlight<'a> {
-    fn new(metrics: &'a HttpMetrics) -> Self {
-        let gauge = metrics.enabled.then_some(&metrics.in_flight);
-        if let Some(gauge) = gauge {
+impl InFlight {
+    fn new(metrics: &HttpMetrics) -> Self {
+        let gauge = metrics.enabled.then(|| metrics.in_flight.clone());
+        if let Some(gauge) = &gauge {
             gauge.increment(1.0);
         }
         Self(gauge)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Some(gauge) = self.0 {
+        if let Some(gauge) = &self.0 {
             gauge.decrement(1.0);
         }
     }
 }
 
-/// Keeps an incoming `X-Request-Id` only when it comes from a trusted proxy (and is a short,
-/// printable token); anyone else's is dropped, so the request-id layer after this one issues a
-/// fresh one. A client cannot choose the id its requests are logged under.
-pub async fn keep_trusted_request_id(
-    State(limits): State<Arc<RateLimits>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// The request id of a request: the `X-Request-Id` it came with when a trusted proxy sent it (a
+/// short, printable token), or a new one. A client cannot choose the id its requests are
+/// logged under.
+fn request_id(limits: &RateLimits, request: &Request) -> HeaderValue {
     if let Some(value) = request.headers().get(REQUEST_ID) {
-        let peer = peer_ip(&request);
         let printable = value.len() <= MAX_REQUEST_ID
             && value.as_bytes().iter().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b));
-        if !(printable && limits.is_trusted(peer)) {
-            request.headers_mut().remove(REQUEST_ID);
+        if printable && limits.is_trusted(peer_ip(request)) {
+            return value.clone();
         }
     }
-    next.run(request).await
+    new_request_id()
 }
 
-/// Makes the request ids the edge issues: random (version 4) UUIDs, from the thread's
-/// cryptographically seeded generator rather than one `getrandom` system call per request.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MakeRandomRequestId;
-
-impl tower_http::request_id::MakeRequestId for MakeRandomRequestId {
-    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<tower_http::request_id::RequestId> {
-        Some(tower_http::request_id::RequestId::new(uuid_v4(rand::random())))
-    }
+/// A new request id: a random (version 4) UUID, from the thread's cryptographically seeded
+/// generator rather than one `getrandom` system call per request.
+pub fn new_request_id() -> HeaderValue {
+    uuid_v4(rand::random())
 }
 
 /// The hyphenated text of a version 4 UUID made of `bytes`.
@@ -192,34 +190,125 @@ fn peer_ip(request: &Request) -> IpAddr {
         .unwrap_or(IpAddr::from([127, 0, 0, 1]))
 }
 
-/// Refuses a quarantined client, then serves the request and records what its answer says:
-/// metrics, the access-log line, the cause of a failure, and the client's misbehaviour.
-pub async fn observe(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let route: Arc<str> = match request.extensions().get::<MatchedPath>() {
-        Some(path) => path.as_str().into(),
-        None => UNMATCHED.into(),
-    };
-    let request_id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-").to_owned();
-    let client = request_client_ip(&state.limits, &request);
-    // A trusted proxy is never quarantined: its clients are, by the address it forwards.
-    let exempt = state.limits.is_trusted(client);
-    request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
-    if has_body(&request) {
-        // The body is due within the body timeout of the head (contract 1).
-        let request_with_deadline = std::mem::take(request.body_mut());
-        *request.body_mut() =
-            axum::body::Body::new(crate::extract::Deadline::new(request_with_deadline, state.config.body_timeout));
+/// The edge of every route: see the module's description. Built once per router
+/// ([`crate::router_with`]); axum gives each route its own copy.
+#[derive(Clone)]
+pub struct EdgeLayer {
+    state: AppState,
+}
+
+impl EdgeLayer {
+    /// The edge over the gateway's services (rate-limit settings, metrics, quarantine, TLS).
+    pub fn new(state: AppState) -> Self {
+        Self { state }
     }
-    let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
-    let response = match quarantined {
-        Some(wait) => quarantine_response(wait),
-        None => {
-            let _in_flight = InFlight::new(&state.http_metrics);
-            next.run(request).await
+}
+
+impl std::fmt::Debug for EdgeLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S> std::fmt::Debug for Edge<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Edge").finish_non_exhaustive()
+    }
+}
+
+impl<S> tower::Layer<S> for EdgeLayer {
+    type Service = Edge<S>;
+
+    fn layer(&self, inner: S) -> Edge<S> {
+        Edge { state: self.state.clone(), inner }
+    }
+}
+
+/// The service [`EdgeLayer`] makes.
+#[derive(Clone)]
+pub struct Edge<S> {
+    state: AppState,
+    inner: S,
+}
+
+/// What the edge learnt of a request before passing it on, for its answer.
+struct Seen {
+    started: Instant,
+    method: Method,
+    route: Arc<str>,
+    request_id: HeaderValue,
+    client: IpAddr,
+    exempt: bool,
+    swagger: bool,
+}
+
+impl<S> tower::Service<Request> for Edge<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    /// Everything before the route runs is synchronous, so the route's future is made here
+    /// and the inner service is never cloned.
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let state = &self.state;
+        let request_id = request_id(&state.limits, &request);
+        request.headers_mut().insert(REQUEST_ID, request_id.clone());
+        let route: Arc<str> = match request.extensions().get::<MatchedPath>() {
+            Some(path) => path.as_str().into(),
+            None => UNMATCHED.into(),
+        };
+        let client = request_client_ip(&state.limits, &request);
+        // A trusted proxy is never quarantined: its clients are, by the address it forwards.
+        let exempt = state.limits.is_trusted(client);
+        request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
+        if has_body(&request) {
+            // The body is due within the body timeout of the head (contract 1).
+            let body = std::mem::take(request.body_mut());
+            *request.body_mut() = axum::body::Body::new(crate::extract::Deadline::new(body, state.config.body_timeout));
         }
-    };
+        let seen = Seen {
+            started: Instant::now(),
+            method: request.method().clone(),
+            route,
+            request_id,
+            client,
+            exempt,
+            swagger: request.uri().path().starts_with("/swagger-ui"),
+        };
+        // A span per request, so that whatever a handler logs carries the request id.
+        let span = tracing::info_span!("request", request_id = seen.request_id.to_str().unwrap_or("-"));
+        let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
+        let state = state.clone();
+        match quarantined {
+            Some(wait) => Box::pin(async move { Ok(answered(&state, seen, quarantine_response(wait))) }),
+            None => {
+                let in_flight = InFlight::new(&state.http_metrics);
+                let route = span.in_scope(|| self.inner.call(request));
+                Box::pin(
+                    async move {
+                        let response = route.await.unwrap_or_else(|never| match never {});
+                        drop(in_flight);
+                        Ok(answered(&state, seen, response))
+                    }
+                    .instrument(span),
+                )
+            }
+        }
+    }
+}
+
+/// Records what an answer says (metrics, the client's misbehaviour, the cause of a failure, the
+/// access-log line) and gives it the request id and the security headers.
+fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
+    let Seen { started, method, route, request_id, client, exempt, swagger } = seen;
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
     state.http_metrics.record(&method, &route, status, elapsed);
@@ -234,12 +323,13 @@ pub async fn observe(State(state): State<AppState>, mut request: Request, next: 
             "client quarantined after repeated protocol violations"
         );
     }
+    let id = request_id.to_str().unwrap_or("-");
     if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
-        tracing::error!(request_id, %method, route = &*route, status, cause, "request failed");
+        tracing::error!(request_id = id, %method, route = &*route, status, cause, "request failed");
     }
     tracing::info!(
         target: "gateway::access",
-        request_id,
+        request_id = id,
         %method,
         route = &*route,
         status,
@@ -247,7 +337,75 @@ pub async fn observe(State(state): State<AppState>, mut request: Request, next: 
         latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
         "request"
     );
+    let headers = response.headers_mut();
+    if !headers.contains_key(REQUEST_ID) {
+        headers.insert(REQUEST_ID, request_id);
+    }
+    security_headers(headers, state.config.tls, swagger);
     response
+}
+
+/// The security headers of every answer. The Swagger UI pages get the relaxed
+/// Content-Security-Policy they need (inline styles and scripts, data: images); nothing else does.
+fn security_headers(headers: &mut HeaderMap, tls: bool, swagger: bool) {
+    let csp = if swagger {
+        "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
+    } else {
+        "default-src 'self'"
+    };
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    if tls {
+        headers
+            .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
+    }
+}
+
+/// Refuses a request whose declared `Content-Length` is over the body limit before reading any
+/// of it, and before any other work (authentication included): 413 with the contract body. A
+/// client that sent `Expect: 100-continue` is never told to send the body. Inside the CORS
+/// layer, so that a browser can read the refusal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RefuseOversizeLayer;
+
+impl<S> tower::Layer<S> for RefuseOversizeLayer {
+    type Service = RefuseOversize<S>;
+
+    fn layer(&self, inner: S) -> RefuseOversize<S> {
+        RefuseOversize(inner)
+    }
+}
+
+/// The service [`RefuseOversizeLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct RefuseOversize<S>(S);
+
+impl<S> tower::Service<Request> for RefuseOversize<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = futures_util::future::Either<std::future::Ready<Result<Response, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        if declared.is_some_and(|length| length > crate::extract::BODY_LIMIT_BYTES as u64) {
+            let refusal = ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response();
+            return futures_util::future::Either::Left(std::future::ready(Ok(refusal)));
+        }
+        futures_util::future::Either::Right(self.0.call(request))
+    }
 }
 
 /// Whether a request announces a body (a length, or chunks).
@@ -277,14 +435,8 @@ mod tests {
     fn request_ids_are_version_4_uuids() {
         assert_eq!(uuid_v4([0; 16]).to_str().unwrap(), "00000000-0000-4000-8000-000000000000");
         assert_eq!(uuid_v4([0xff; 16]).to_str().unwrap(), "ffffffff-ffff-4fff-bfff-ffffffffffff");
-        let mut make = MakeRandomRequestId;
-        let request = axum::http::Request::new(());
-        let ids: std::collections::HashSet<String> = (0..1000)
-            .map(|_| {
-                use tower_http::request_id::MakeRequestId;
-                make.make_request_id(&request).unwrap().header_value().to_str().unwrap().to_owned()
-            })
-            .collect();
+        let ids: std::collections::HashSet<String> =
+            (0..1000).map(|_| new_request_id().to_str().unwrap().to_owned()).collect();
         assert_eq!(ids.len(), 1000, "every id is new");
         for id in &ids {
             let parts: Vec<&str> = id.split('-').collect();

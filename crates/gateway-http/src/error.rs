@@ -3,7 +3,7 @@
 //! Every failure a client can see becomes `{"error", "code", "details"}` here, with the status the
 //! contract fixes for the code. Internal errors reach the client as an opaque message; their cause
 //! is attached to the response as an extension and logged once, with the request id, by the
-//! edge middleware (`edge::observe`), which also counts an oversized body as misbehaviour.
+//! edge (`edge::Edge`), which also counts an oversized body as misbehaviour.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

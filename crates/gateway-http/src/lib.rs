@@ -22,23 +22,19 @@ use std::future::Future;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Request, Uri};
+use axum::http::Uri;
 use axum::middleware::{from_fn, from_fn_with_state};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
-use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};
 pub use caller::{Authorized, Caller};
 pub use error::{ApiError, ApiResult};
 pub use state::{AppState, Cluster, CorsMode, HttpConfig, Services};
-
-use crate::middleware::REQUEST_ID;
-use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};
 
 /// The login routes: public, behind the IP rate-limit layer.
 fn login_routes() -> OpenApiRouter<AppState> {
@@ -165,10 +161,8 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     doc.merge(extra_doc);
     openapi::complete(&mut doc);
 
-    let tls = state.config.tls;
     let cors = middleware::cors_layer(&state.config);
-    let limits = state.limits.clone();
-    let observed = state.clone();
+    let edge = edge::EdgeLayer::new(state.clone());
     Router::new()
         .merge(login)
         .merge(probes)
@@ -181,28 +175,9 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
         .layer(
             ServiceBuilder::new()
-                .layer(from_fn_with_state(limits, edge::keep_trusted_request_id))
-                .layer(SetRequestIdLayer::new(REQUEST_ID, edge::MakeRandomRequestId))
-                // A span per request, so that whatever a handler logs carries the request id; the
-                // one access line and the one error line per request are `edge::observe`'s.
-                .layer(
-                    TraceLayer::new_for_http()
-                        .make_span_with(|request: &Request<_>| {
-                            let request_id =
-                                request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-                            tracing::info_span!("request", request_id)
-                        })
-                        .on_request(())
-                        .on_response(())
-                        .on_body_chunk(())
-                        .on_eos(())
-                        .on_failure(()),
-                )
-                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-                .layer(from_fn_with_state(observed, edge::observe))
-                .layer(from_fn_with_state(tls, middleware::security_headers))
+                .layer(edge)
                 .layer(cors)
-                .layer(from_fn(middleware::refuse_declared_oversize))
+                .layer(edge::RefuseOversizeLayer)
                 .layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)),
         )
 }

@@ -1,5 +1,6 @@
-//! Cross-cutting request handling: authentication of protected routes, security headers, CORS,
-//! request ids and the one place where internal errors are logged.
+//! Cross-cutting request handling: authentication of protected routes, `Cache-Control` of login
+//! answers, CORS, and the request-id header's name. The edge of every request (request ids,
+//! security headers, access log) is `edge`'s.
 
 use std::time::Duration;
 
@@ -102,21 +103,6 @@ fn creates_coop(request: &Request) -> bool {
     request.method() == Method::POST && matches!(path, "/coops" | "/v1/coops")
 }
 
-/// Refuses a request whose declared `Content-Length` is over the body limit before reading any
-/// of it, and before any other work (authentication included): 413 with the contract body. A
-/// client that sent `Expect: 100-continue` is never told to send the body.
-pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > crate::extract::BODY_LIMIT_BYTES as u64) {
-        return ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response();
-    }
-    next.run(request).await
-}
-
 /// Marks login answers (challenge and verify, refusals included) `Cache-Control: no-store`:
 /// a nonce or a token must never be kept by a cache.
 pub async fn no_store(request: Request, next: Next) -> Response {
@@ -148,28 +134,6 @@ pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, gateway_auth:
         scopes: verified.scopes,
         expires_at: verified.expires_at,
     })
-}
-
-/// Sets the security headers on every response. The Swagger UI pages get the relaxed
-/// Content-Security-Policy they need (inline styles and scripts, data: images); nothing else does.
-pub async fn security_headers(State(tls): State<bool>, request: Request, next: Next) -> Response {
-    let swagger = request.uri().path().starts_with("/swagger-ui");
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    let csp = if swagger {
-        "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
-    } else {
-        "default-src 'self'"
-    };
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    if tls {
-        headers
-            .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
-    }
-    response
 }
 
 /// The CORS layer for the configured mode.
