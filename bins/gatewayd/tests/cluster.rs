@@ -9,13 +9,11 @@
 
 mod support;
 
-use std::time::Duration;
-
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use support::{InProcess as Gateway, json_request, login, serve_in_process, signing_key, try_request};
+use support::{InProcess as Gateway, json_request, login, next_frame, serve_in_process, signing_key, try_request};
 
 const REDIS_VAR: &str = "GATEWAY_TEST_REDIS_URL";
 
@@ -164,19 +162,6 @@ async fn a_challenge_issued_by_one_replica_verifies_on_another_once() {
     assert_eq!((status, again["code"].as_str()), (401, Some("AUTHENTICATION_FAILED")), "once: {again}");
     let (status, again) = json_request(&replicas[0].api, "POST", "/v1/auth/verify", Some(verify), None).await;
     assert_eq!(status, 401, "not even on the replica that issued it: {again}");
-}
-
-async fn next_frame(
-    ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-) -> Value {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("a frame within 10 s");
-        match frame.expect("stream open").expect("frame") {
-            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,24 +9,11 @@ mod support;
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use support::{InProcess as Gateway, json_request, login, serve_in_process, signing_key, try_request};
-
-async fn next_frame(
-    ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-) -> Value {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("a frame within 10 s");
-        match frame.expect("stream open").expect("frame") {
-            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
-}
+use support::{InProcess as Gateway, json_request, login, next_frame, serve_in_process, signing_key, try_request};
 
 /// Two gateways on a fresh schema of the test database; `None` when the variable is unset.
 async fn two_replicas(name: &str) -> Option<(Gateway, Gateway)> {

@@ -191,3 +191,20 @@ pub async fn serve_in_process(store: &str, extra: &[&str]) -> InProcess {
     });
     InProcess { api, metrics, stop: Some(stop) }
 }
+
+/// The next text frame of a WebSocket stream as JSON, skipping pings and pongs; panics on any
+/// other frame, a closed stream, or nothing within 10 s.
+pub async fn next_frame(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+) -> Value {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("a frame within 10 s");
+        match frame.expect("stream open").expect("frame") {
+            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
