@@ -444,6 +444,32 @@ async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u6
     Ok(Figures::of(tallies, started.elapsed().as_secs_f64()))
 }
 
+/// One run of `a` then one of `b`, for `--rounds` rounds, each printed as a row named with its
+/// round: two systems compared under the same conditions, alternated so that a slow minute of
+/// the machine falls on both. Returns each round's pair of figures.
+async fn alternate(
+    options: &Options,
+    table: &mut Table,
+    a: (&str, Kind, &str),
+    b: (&str, Kind, &str),
+) -> Result<Vec<(Figures, Figures)>, String> {
+    let mut rounds = Vec::new();
+    for round in 1..=options.rounds {
+        let first = drive(a.0, a.1, options.connections, options.seconds).await?;
+        let second = drive(b.0, b.1, options.connections, options.seconds).await?;
+        table.figures(&first, &format!("round {round}: {}", a.2));
+        table.figures(&second, &format!("round {round}: {}", b.2));
+        rounds.push((first, second));
+    }
+    Ok(rounds)
+}
+
+/// The arithmetic mean of some ratios (0 for none).
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0u32), |(sum, n), v| (sum + v, n + 1));
+    if n == 0 { 0.0 } else { sum / f64::from(n) }
+}
+
 async fn run(options: Options) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("gateway-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -482,35 +508,33 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
         let off = start_gateway(options, &dir.join("metrics-off"), &["--metrics", "false"])?;
         setup(&on.addr).await?;
         setup(&off.addr).await?;
-        let mut ratios = Vec::new();
-        for round in 1..=options.rounds {
-            let with = drive(&on.addr, Kind::Balance, connections, seconds).await?;
-            let without = drive(&off.addr, Kind::Balance, connections, seconds).await?;
-            table.figures(&with, &format!("round {round}: balance reads, metrics on"));
-            table.figures(&without, &format!("round {round}: balance reads, metrics off"));
-            ratios.push(with.rps() / without.rps());
-        }
-        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-        println!("\nmetrics on / off, mean of {} alternations: requests/s {mean:.3}×\n", ratios.len());
+        let rounds = alternate(
+            options,
+            table,
+            (&on.addr, Kind::Balance, "balance reads, metrics on"),
+            (&off.addr, Kind::Balance, "balance reads, metrics off"),
+        )
+        .await?;
+        let rps = mean(rounds.iter().map(|(with, without)| with.rps() / without.rps()));
+        println!("\nmetrics on / off, mean of {} alternations: requests/s {rps:.3}×\n", rounds.len());
     }
     if options.wants("signing") {
         let plain = start_gateway(options, &dir.join("unsigned"), &[])?;
         let signing = start_gateway(options, &dir.join("signed"), &[])?;
         setup(&plain.addr).await?;
         setup(&signing.addr).await?;
-        let mut ratios = Vec::new();
-        for round in 1..=options.rounds {
-            let signed = drive(&signing.addr, Kind::SignedPayments, connections, seconds).await?;
-            let unsigned = drive(&plain.addr, Kind::Payments, connections, seconds).await?;
-            table.figures(&signed, &format!("round {round}: payments, signed (RFC 9421)"));
-            table.figures(&unsigned, &format!("round {round}: payments, unsigned"));
-            ratios.push((signed.rps() / unsigned.rps(), signed.percentile(0.5) / unsigned.percentile(0.5)));
-        }
-        let n = ratios.len() as f64;
-        let rps = ratios.iter().map(|r| r.0).sum::<f64>() / n;
-        let p50 = ratios.iter().map(|r| r.1).sum::<f64>() / n;
+        let rounds = alternate(
+            options,
+            table,
+            (&signing.addr, Kind::SignedPayments, "payments, signed (RFC 9421)"),
+            (&plain.addr, Kind::Payments, "payments, unsigned"),
+        )
+        .await?;
+        let rps = mean(rounds.iter().map(|(signed, unsigned)| signed.rps() / unsigned.rps()));
+        let p50 = mean(rounds.iter().map(|(signed, unsigned)| signed.percentile(0.5) / unsigned.percentile(0.5)));
         println!(
-            "\nsigned / unsigned payments, mean of {n} alternations: requests/s {rps:.3}×, p50 latency {p50:.3}×\n"
+            "\nsigned / unsigned payments, mean of {} alternations: requests/s {rps:.3}×, p50 latency {p50:.3}×\n",
+            rounds.len()
         );
     }
     if options.wants("cluster") {
@@ -588,11 +612,11 @@ async fn cluster(options: &Options, table: &mut Table) -> Result<(), String> {
                 rps[i].push(figures.rps());
             }
         }
-        let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+        let [without, with, three] = [0, 1, 2].map(|i| mean(rps[i].iter().copied()));
         println!(
             "\n{label}: 1 replica with Redis / without {:.3}×; 3 replicas with Redis / 1 without {:.3}×\n",
-            mean(&rps[1]) / mean(&rps[0]),
-            mean(&rps[2]) / mean(&rps[0]),
+            with / without,
+            three / without,
         );
     }
     Ok(())
