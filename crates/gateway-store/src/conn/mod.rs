@@ -262,6 +262,36 @@ fn numbered(sql: &str) -> Cow<'_, str> {
     }
 }
 
+/// Most statement texts [`with_numbered`] keeps rewritten per thread before it starts over.
+/// The store's statements number a few hundred texts (lists of parameters give one per length).
+const NUMBERED_TEXTS: usize = 1024;
+
+thread_local! {
+    /// The numbered form of each statement text this thread ran, by its text. The writer runs
+    /// the same few dozen statements for every job: looking a text up (a fast hash and one
+    /// comparison) costs a fraction of rewriting it, which reads it byte by byte and allocates.
+    static NUMBERED: std::cell::RefCell<std::collections::HashMap<Box<str>, Box<str>, foldhash::fast::FixedState>> =
+        const { std::cell::RefCell::new(std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0))) };
+}
+
+/// Runs `run` with `sql` in SQLite's numbered-parameter form ([`numbered`]), rewritten once per
+/// text and thread.
+fn with_numbered<T>(sql: &str, run: impl FnOnce(&str) -> T) -> T {
+    NUMBERED.with(|cache| {
+        if let Some(rewritten) = cache.borrow().get(sql) {
+            return run(rewritten);
+        }
+        let rewritten: Box<str> = numbered(sql).into();
+        let mut texts = cache.borrow_mut();
+        if texts.len() >= NUMBERED_TEXTS {
+            texts.clear();
+        }
+        let rewritten = texts.entry(sql.into()).or_insert(rewritten).clone();
+        drop(texts);
+        run(&rewritten)
+    })
+}
+
 /// A byte that continues an identifier or a number: a `$` after one is part of the word.
 fn is_word_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || !byte.is_ascii()
@@ -286,11 +316,11 @@ impl<'a> Conn<'a> {
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, Error> {
         match &mut self.db {
-            Db::Sqlite(c) => c
-                .prepare_cached(&numbered(sql))
-                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(args)))
-                .map(|changed| changed as u64)
-                .map_err(sqlite_error),
+            Db::Sqlite(c) => with_numbered(sql, |sql| {
+                c.prepare_cached(sql).and_then(|mut statement| statement.execute(rusqlite::params_from_iter(args)))
+            })
+            .map(|changed| changed as u64)
+            .map_err(sqlite_error),
             Db::Postgres(c) => {
                 bind_pg(sqlx::query(sql), args).execute(&mut **c).await.map(|r| r.rows_affected()).map_err(db_error)
             }
@@ -300,12 +330,12 @@ impl<'a> Conn<'a> {
     /// Every row a query returns.
     pub(crate) async fn fetch_all<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
         match &mut self.db {
-            Db::Sqlite(c) => {
-                let mut statement = c.prepare_cached(&numbered(sql)).map_err(sqlite_error)?;
-                let rows =
-                    statement.query_map(rusqlite::params_from_iter(args), R::from_sqlite).map_err(sqlite_error)?;
-                rows.collect::<Result<_, _>>().map_err(sqlite_error)
-            }
+            Db::Sqlite(c) => with_numbered(sql, |sql| {
+                let mut statement = c.prepare_cached(sql)?;
+                let rows = statement.query_map(rusqlite::params_from_iter(args), R::from_sqlite)?;
+                rows.collect::<Result<_, _>>()
+            })
+            .map_err(sqlite_error),
             Db::Postgres(c) => {
                 let rows = bind_pg(sqlx::query(sql), args).fetch_all(&mut **c).await.map_err(db_error)?;
                 rows.iter().map(R::from_pg).collect::<Result<_, _>>().map_err(db_error)
@@ -316,12 +346,12 @@ impl<'a> Conn<'a> {
     /// The first row a query returns, if any.
     pub(crate) async fn fetch_optional<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
         match &mut self.db {
-            Db::Sqlite(c) => c
-                .prepare_cached(&numbered(sql))
-                .and_then(|mut statement| {
+            Db::Sqlite(c) => with_numbered(sql, |sql| {
+                c.prepare_cached(sql).and_then(|mut statement| {
                     statement.query_row(rusqlite::params_from_iter(args), R::from_sqlite).optional()
                 })
-                .map_err(sqlite_error),
+            })
+            .map_err(sqlite_error),
             Db::Postgres(c) => {
                 let row = bind_pg(sqlx::query(sql), args).fetch_optional(&mut **c).await.map_err(db_error)?;
                 row.as_ref().map(R::from_pg).transpose().map_err(db_error)
@@ -410,7 +440,24 @@ pub(crate) mod trust;
 mod tests {
     use std::borrow::Cow;
 
-    use super::numbered;
+    use super::{NUMBERED, NUMBERED_TEXTS, numbered, with_numbered};
+
+    /// The kept rewrite of a text is the rewrite of that text, on the first run and after, and
+    /// the texts kept stay bounded however many distinct ones a thread runs.
+    #[test]
+    fn kept_rewrites_are_the_rewrites_and_stay_bounded() {
+        let texts: Vec<String> =
+            (0..NUMBERED_TEXTS * 2 + 7).map(|n| format!("SELECT $1 + {n} WHERE x = '$2' AND y = $2")).collect();
+        for _ in 0..2 {
+            for text in &texts {
+                let expected = numbered(text).into_owned();
+                with_numbered(text, |kept| assert_eq!(kept, expected, "{text}"));
+                let kept = NUMBERED.with(|cache| cache.borrow().len());
+                assert!((1..=NUMBERED_TEXTS).contains(&kept), "{kept} texts kept");
+            }
+        }
+        with_numbered("SELECT 1", |kept| assert_eq!(kept, "SELECT 1"));
+    }
 
     /// The rewritten statement, and whether it had to be copied.
     fn rewrite(sql: &str) -> (String, bool) {
