@@ -148,7 +148,8 @@ impl Drop for InFlight {
 /// logged under.
 fn request_id(limits: &RateLimits, request: &Request) -> HeaderValue {
     if let Some(value) = request.headers().get(REQUEST_ID) {
-        let printable = value.len() <= MAX_REQUEST_ID
+        let printable = !value.is_empty()
+            && value.len() <= MAX_REQUEST_ID
             && value.as_bytes().iter().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b));
         if printable && limits.is_trusted(peer_ip(request)) {
             return value.clone();
@@ -255,8 +256,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    /// Everything before the route runs is synchronous, so the route's future is made here
-    /// and the inner service is never cloned.
+    /// Everything before the route runs is synchronous, so the route's future is made here,
+    /// on this copy of the route (axum copies each route's stack once per request), with no
+    /// second copy of the inner service as an async middleware would make.
     fn call(&mut self, mut request: Request) -> Self::Future {
         let state = &self.state;
         let request_id = request_id(&state.limits, &request);
@@ -283,12 +285,15 @@ where
             exempt,
             swagger: request.uri().path().starts_with("/swagger-ui"),
         };
-        // A span per request, so that whatever a handler logs carries the request id.
-        let span = tracing::info_span!("request", request_id = seen.request_id.to_str().unwrap_or("-"));
+        // A span per request, so that whatever a handler logs carries the request id (under the
+        // crate's target, as before the edge was one service: log filters name it).
+        let span = tracing::info_span!(target: "gateway_http", "request", request_id = seen.request_id.to_str().unwrap_or("-"));
         let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
         let state = state.clone();
         match quarantined {
-            Some(wait) => Box::pin(async move { Ok(answered(&state, seen, quarantine_response(wait))) }),
+            Some(wait) => {
+                Box::pin(async move { Ok(answered(&state, seen, quarantine_response(wait))) }.instrument(span))
+            }
             None => {
                 let in_flight = InFlight::new(&state.http_metrics);
                 let route = span.in_scope(|| self.inner.call(request));
@@ -337,10 +342,9 @@ fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
         latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
         "request"
     );
+    // The id the lines above were logged under, whatever the route set.
     let headers = response.headers_mut();
-    if !headers.contains_key(REQUEST_ID) {
-        headers.insert(REQUEST_ID, request_id);
-    }
+    headers.insert(REQUEST_ID, request_id);
     security_headers(headers, state.config.tls, swagger);
     response
 }

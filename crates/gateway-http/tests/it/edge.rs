@@ -45,6 +45,10 @@ async fn repeated_violations_quarantine_the_address_and_nobody_else() {
         response.assert_error(403, "AUTHORIZATION_FAILED");
         assert_eq!(response.body["details"]["reason"], "quarantined", "{}", response.body);
         assert_eq!(response.headers["retry-after"], "600");
+        // The edge's own answer has what every answer has.
+        assert_eq!(response.headers["x-content-type-options"], "nosniff");
+        assert_eq!(response.headers["content-security-policy"], "default-src 'self'");
+        assert_eq!(response.headers["x-request-id"].len(), 36);
     }
     // Another address, and the trusted proxy itself, are served.
     let other = app.send(from(build(Method::GET, "/v1/health", None, None), "198.51.100.21")).await;
@@ -123,11 +127,34 @@ async fn a_request_id_is_kept_only_from_a_trusted_proxy() {
     let id = response.headers["x-request-id"].to_str().unwrap();
     assert_ne!(id, "chosen-by-client", "a client cannot choose its request id");
     assert_eq!(id.len(), 36, "a fresh UUID: {id}");
+}
 
-    let mut request = build(Method::GET, "/v1/health", None, None);
-    request
-        .headers_mut()
-        .insert("x-request-id", "bad id\twith\"quotes".parse().unwrap_or_else(|_| "x".repeat(200).parse().unwrap()));
-    let response = trusting.send(request).await;
-    assert_ne!(response.headers["x-request-id"].len(), 200, "not a short printable token: replaced");
+/// Even from the trusted proxy, only a short token of `[A-Za-z0-9-_.:]` is kept: an empty id,
+/// one with other characters, or one over 128 bytes is replaced by a fresh UUID.
+#[tokio::test]
+async fn a_trusted_proxys_request_id_must_be_a_short_token() {
+    let trusting = app().await;
+    let longest = "x".repeat(128);
+    let too_long = "x".repeat(129);
+    for (sent, kept) in [
+        ("lb-7f3a:node_2.eu", true),
+        (longest.as_str(), true),
+        (too_long.as_str(), false),
+        ("", false),
+        ("a b", false),
+        ("a\tb", false),
+        ("a\"b", false),
+        ("a/b", false),
+    ] {
+        let mut request = build(Method::GET, "/v1/health", None, None);
+        request.headers_mut().insert("x-request-id", sent.parse().unwrap());
+        let response = trusting.send(request).await;
+        let id = response.headers["x-request-id"].to_str().unwrap();
+        if kept {
+            assert_eq!(id, sent, "a short token from the trusted proxy is kept");
+        } else {
+            assert_ne!(id, sent, "{sent:?} is replaced");
+            assert_eq!(id.len(), 36, "{sent:?} is replaced by a fresh UUID, not {id}");
+        }
+    }
 }

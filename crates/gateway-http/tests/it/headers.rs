@@ -20,6 +20,56 @@ async fn security_headers_are_on_every_response() {
     }
 }
 
+/// The requests of every kind of answer the router gives: a route's 200, the fallback's 404
+/// and 405, authentication's 401, a CORS preflight, the declared-oversize 413, the Swagger UI
+/// page and the OpenAPI document. (The quarantine 403 is `edge.rs`'s.)
+fn every_kind_of_answer() -> Vec<(&'static str, Request<Body>, StatusCode)> {
+    let get = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+    let oversize = Request::post("/v1/auth/challenge")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, "5000000")
+        .body(Body::empty())
+        .unwrap();
+    vec![
+        ("route", get("/v1/health"), StatusCode::OK),
+        ("fallback", get("/nowhere"), StatusCode::NOT_FOUND),
+        ("method", Request::delete("/v1/health").body(Body::empty()).unwrap(), StatusCode::METHOD_NOT_ALLOWED),
+        ("no token", get("/v1/coops"), StatusCode::UNAUTHORIZED),
+        ("preflight", preflight("http://localhost:3000"), StatusCode::OK),
+        ("oversize", oversize, StatusCode::PAYLOAD_TOO_LARGE),
+        ("swagger", get("/swagger-ui/"), StatusCode::OK),
+        ("openapi", get("/api-docs/openapi.json"), StatusCode::OK),
+    ]
+}
+
+/// Every kind of answer has the security headers and a fresh request id; HSTS exactly when the
+/// gateway serves TLS; the relaxed Content-Security-Policy on the Swagger UI page only.
+#[tokio::test]
+async fn every_answer_kind_has_security_headers_and_a_request_id() {
+    for tls in [false, true] {
+        let app = TestApp::customised(|options| options.http.tls = tls).await;
+        let mut ids = std::collections::HashSet::new();
+        for (kind, request, status) in every_kind_of_answer() {
+            let response = app.send(request).await;
+            assert_eq!(response.status, status, "{kind}");
+            let h = &response.headers;
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{kind}");
+            assert_eq!(h[header::X_FRAME_OPTIONS], "DENY", "{kind}");
+            assert_eq!(h[header::REFERRER_POLICY], "no-referrer", "{kind}");
+            let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+            if kind == "swagger" {
+                assert!(csp.contains("'unsafe-inline'"), "{kind}: {csp}");
+            } else {
+                assert_eq!(csp, "default-src 'self'", "{kind}");
+            }
+            assert_eq!(h.contains_key(header::STRICT_TRANSPORT_SECURITY), tls, "{kind}: HSTS with TLS only");
+            let id = h["x-request-id"].to_str().unwrap().to_owned();
+            assert_eq!(id.len(), 36, "{kind}: a fresh UUID, {id}");
+            assert!(ids.insert(id), "{kind}: an id of its own");
+        }
+    }
+}
+
 /// Every answer carries a request id (one a trusted proxy sent is kept: see `edge.rs`).
 #[tokio::test]
 async fn every_answer_carries_a_request_id() {
