@@ -2,34 +2,12 @@
 //! only from trusted proxies. Clients are told apart by `X-Forwarded-For` from a trusted proxy
 //! (the in-process requests come from no socket, which the gateway takes as 127.0.0.1).
 
-use std::num::NonZeroU32;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
-use gateway_limits::QuarantinePolicy;
+use axum::http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{TestApp, build, key};
-
-/// A gateway behind the trusted proxy 127.0.0.1 that quarantines an address after 3 violations
-/// within a minute, for 10 minutes.
-async fn app() -> TestApp {
-    TestApp::customised(|options| {
-        options.trusted_proxies = vec![gateway_http::limits::parse_proxy("127.0.0.1").unwrap()];
-        options.http.quarantine = QuarantinePolicy {
-            threshold: NonZeroU32::new(3).unwrap(),
-            window: Duration::from_secs(60),
-            quarantine: Duration::from_secs(600),
-        };
-    })
-    .await
-}
-
-fn from(mut request: Request<Body>, client: &str) -> Request<Body> {
-    request.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
-    request
-}
+use crate::support::{TestApp, build, edge_app as app, from_client as from, key};
 
 #[tokio::test]
 async fn repeated_violations_quarantine_the_address_and_nobody_else() {
@@ -157,97 +135,4 @@ async fn a_trusted_proxys_request_id_must_be_a_short_token() {
             assert_eq!(id.len(), 36, "{sent:?} is replaced by a fresh UUID, not {id}");
         }
     }
-}
-
-/// The JSON lines a test's log subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
-impl Captured {
-    /// The lines written since the last call, parsed.
-    fn take(&self) -> Vec<serde_json::Value> {
-        let bytes = std::mem::take(&mut *self.0.lock().unwrap());
-        String::from_utf8(bytes).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
-    }
-}
-
-/// What a handler logs while a request is served carries the request id of the request's
-/// span, and the access line carries it in its fields: both the id the answer gives, a fresh
-/// one or a trusted proxy's. The edge's own quarantine answer is logged inside the span too.
-#[tokio::test]
-async fn logs_carry_the_answers_request_id() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt().json().with_writer(captured.clone()).finish();
-    let _default = tracing::subscriber::set_default(subscriber);
-    let app = app().await;
-    let logging = axum::Router::new().route(
-        "/logs",
-        axum::routing::get(|| async {
-            tracing::info!("in handler");
-            "ok"
-        }),
-    );
-    let router = gateway_http::router_with(app.state.clone(), logging, utoipa::openapi::OpenApi::default());
-    let send = |request: Request<Body>| crate::support::send(&router, request);
-    let line_of = |lines: &[serde_json::Value], what: &str| {
-        lines
-            .iter()
-            .find(|l| l["fields"]["message"] == what)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {what:?} line in {lines:?}"))
-    };
-
-    for trusted in [None, Some("lb-7f3a")] {
-        let mut request = build(Method::GET, "/logs", None, None);
-        if let Some(id) = trusted {
-            request.headers_mut().insert("x-request-id", id.parse().unwrap());
-        }
-        let response = send(request).await;
-        assert_eq!(response.status, StatusCode::OK);
-        let id = response.headers["x-request-id"].to_str().unwrap().to_owned();
-        if let Some(sent) = trusted {
-            assert_eq!(id, sent);
-        }
-        let lines = captured.take();
-        let handler = line_of(&lines, "in handler");
-        assert_eq!(handler["span"]["name"], "request", "{handler}");
-        assert_eq!(handler["span"]["request_id"], id.as_str(), "{handler}");
-        let access = line_of(&lines, "request");
-        assert_eq!(access["target"], "gateway::access", "{access}");
-        assert_eq!(access["fields"]["request_id"], id.as_str(), "{access}");
-        assert_eq!(access["fields"]["route"], "/logs", "{access}");
-        assert_eq!(access["span"]["request_id"], id.as_str(), "{access}");
-    }
-
-    let forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.AAAA";
-    for _ in 0..3 {
-        send(from(build(Method::GET, "/v1/coops", None, Some(forged)), "198.51.100.70")).await;
-    }
-    captured.take();
-    let refused = send(from(build(Method::GET, "/logs", None, None), "198.51.100.70")).await;
-    refused.assert_error(403, "AUTHORIZATION_FAILED");
-    let id = refused.headers["x-request-id"].to_str().unwrap().to_owned();
-    let lines = captured.take();
-    assert!(lines.iter().all(|l| l["fields"]["message"] != "in handler"), "a quarantined request reaches no handler");
-    let access = line_of(&lines, "request");
-    assert_eq!(access["fields"]["status"], 403, "{access}");
-    assert_eq!(access["fields"]["request_id"], id.as_str(), "{access}");
-    assert_eq!(access["span"]["request_id"], id.as_str(), "{access}");
 }

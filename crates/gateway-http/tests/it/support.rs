@@ -343,3 +343,23 @@ pub async fn send(router: &Router, request: Request<Body>) -> Response {
     let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
     Response { status, headers, body }
 }
+
+/// A gateway behind the trusted proxy 127.0.0.1 that quarantines an address after 3 violations
+/// within a minute, for 10 minutes.
+pub async fn edge_app() -> TestApp {
+    TestApp::customised(|options| {
+        options.trusted_proxies = vec![gateway_http::limits::parse_proxy("127.0.0.1").unwrap()];
+        options.http.quarantine = gateway_limits::QuarantinePolicy {
+            threshold: std::num::NonZeroU32::new(3).unwrap(),
+            window: Duration::from_secs(60),
+            quarantine: Duration::from_secs(600),
+        };
+    })
+    .await
+}
+
+/// `request` as a trusted proxy forwards it for `client`.
+pub fn from_client(mut request: Request<Body>, client: &str) -> Request<Body> {
+    request.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
+    request
+}
