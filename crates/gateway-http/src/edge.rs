@@ -15,7 +15,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -236,7 +236,8 @@ pub struct Edge<S> {
 struct Seen {
     started: Instant,
     method: Method,
-    route: Arc<str>,
+    /// The matched route template (axum shares it: cloning it allocates nothing).
+    route: Option<MatchedPath>,
     request_id: HeaderValue,
     client: IpAddr,
     exempt: bool,
@@ -263,10 +264,7 @@ where
         let state = &self.state;
         let request_id = request_id(&state.limits, &request);
         request.headers_mut().insert(REQUEST_ID, request_id.clone());
-        let route: Arc<str> = match request.extensions().get::<MatchedPath>() {
-            Some(path) => path.as_str().into(),
-            None => UNMATCHED.into(),
-        };
+        let route = request.extensions().get::<MatchedPath>().cloned();
         let client = request_client_ip(&state.limits, &request);
         // A trusted proxy is never quarantined: its clients are, by the address it forwards.
         let exempt = state.limits.is_trusted(client);
@@ -314,9 +312,10 @@ where
 /// access-log line) and gives it the request id and the security headers.
 fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
     let Seen { started, method, route, request_id, client, exempt, swagger } = seen;
+    let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
-    state.http_metrics.record(&method, &route, status, elapsed);
+    state.http_metrics.record(&method, route, status, elapsed);
     if !exempt
         && let Some(violation) = response.extensions().get::<Violation>()
         && let Some(quarantine) = state.misbehavior.record(client, *violation)
@@ -330,13 +329,13 @@ fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
     }
     let id = request_id.to_str().unwrap_or("-");
     if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
-        tracing::error!(request_id = id, %method, route = &*route, status, cause, "request failed");
+        tracing::error!(request_id = id, %method, route, status, cause, "request failed");
     }
     tracing::info!(
         target: "gateway::access",
         request_id = id,
         %method,
-        route = &*route,
+        route,
         status,
         // Microsecond precision: `0.09`, not `0.08999900000000001`.
         latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
