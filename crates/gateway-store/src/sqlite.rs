@@ -297,15 +297,22 @@ fn set_up(db: &Connection) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    /// A database file with a `blobs (b BLOB)` table, and its writer's connection (the directory
+    /// is kept alive by the caller).
+    fn blob_store(name: &str) -> (tempfile::TempDir, PathBuf, SqliteDb, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        let db = SqliteDb::file(path.clone());
+        let WriterConn::Owned(writer) = db.writer().unwrap() else { panic!("a file has its own writer") };
+        writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
+        (dir, path, db, writer)
+    }
+
     /// A WAL that grew past the limit while a reader held its pages is cut back once it starts
     /// over: the file on disk does not keep the size of the largest burst it ever saw.
     #[test]
     fn the_wal_is_cut_back_after_a_burst() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wal.db");
-        let db = SqliteDb::file(path.clone());
-        let WriterConn::Owned(writer) = db.writer().unwrap() else { panic!("a file has its own writer") };
-        writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
+        let (_dir, path, _db, writer) = blob_store("wal.db");
         // A reader holding a snapshot keeps every page of the burst in the WAL.
         let reader = SqliteDb::connect(&path).unwrap();
         reader.execute_batch("BEGIN; SELECT COUNT(*) FROM blobs;").unwrap();
@@ -333,11 +340,7 @@ mod tests {
     /// reach the database file. Dropping the writer's handle ends the thread.
     #[test]
     fn a_commit_nudges_the_checkpointer() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nudged.db");
-        let db = SqliteDb::file(path.clone());
-        let WriterConn::Owned(writer) = db.writer().unwrap() else { panic!("a file has its own writer") };
-        writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
+        let (_dir, path, db, writer) = blob_store("nudged.db");
         let checkpoints = db.start_checkpointer().unwrap().expect("a file has a checkpointer");
         let before = std::fs::metadata(&path).unwrap().len();
         // Two megabytes: 512 pages, far below the writer's own checkpoint.
