@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use gateway_core::{Claims, Clock, CoopId, Did, ScopeSet};
@@ -125,14 +125,16 @@ const SHARDS: usize = 16;
 /// expiry against the clock, so a cached token expires exactly when a fresh check would say so.
 /// A hit compares the whole token text, never only its hash. A full shard starts over.
 struct VerifiedCache {
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
     shards: [Mutex<Shard>; SHARDS],
 }
 
 /// One shard of [`VerifiedCache`]: the token's hash → the token's text and what it says.
 type Shard = HashMap<u64, (Box<str>, VerifiedToken), BuildHasherDefault<Prehashed>>;
 
-/// The cache's keys are already hashes (keyed SipHash from [`RandomState`]).
+/// The cache's keys are already hashes (foldhash, seeded at random per process: a hit is
+/// confirmed by the whole text, and only tokens the gateway signed enter the cache, so a
+/// collision can cost a re-verification, never a wrong answer).
 #[derive(Default)]
 struct Prehashed(u64);
 
@@ -153,7 +155,7 @@ impl Hasher for Prehashed {
 
 impl VerifiedCache {
     fn new() -> Self {
-        Self { hasher: RandomState::new(), shards: std::array::from_fn(|_| Mutex::default()) }
+        Self { hasher: foldhash::fast::RandomState::default(), shards: std::array::from_fn(|_| Mutex::default()) }
     }
 
     fn shard(&self, hash: u64) -> &Mutex<Shard> {

@@ -194,6 +194,10 @@ impl fmt::Debug for Amount {
 impl serde::Serialize for Amount {
     /// Written as a JSON number with its exact decimal text.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0 % MICROS_PER_UNIT == 0 {
+            // A whole number: the same text as an integer, written without building a string.
+            return serializer.serialize_i64(self.0 / MICROS_PER_UNIT);
+        }
         let raw = RawValue::from_string(self.to_string()).map_err(serde::ser::Error::custom)?;
         raw.serialize(serializer)
     }
@@ -259,6 +263,15 @@ mod tests {
         fn display_then_parse_is_identity(micros in any::<i64>().prop_filter("neg", |m| *m != i64::MIN)) {
             let a = Amount::from_micros(micros);
             prop_assert_eq!(Amount::parse_decimal(&a.to_string()).unwrap(), a);
+        }
+
+        /// JSON carries the exact decimal text, whole numbers (written as integers) included.
+        #[test]
+        fn json_is_the_display_text(micros in any::<i64>(), units in -1_000_000_000_000i64..1_000_000_000_000) {
+            for a in [Amount::from_micros(micros), Amount::from_micros(units * MICROS_PER_UNIT)] {
+                prop_assert_eq!(serde_json::to_string(&a).unwrap(), a.to_string());
+                prop_assert_eq!(serde_json::to_value(a).unwrap(), serde_json::from_str::<serde_json::Value>(&a.to_string()).unwrap());
+            }
         }
     }
 }

@@ -17,7 +17,10 @@ pub const MAX_DID_LEN: usize = 256;
 const ED25519_MULTICODEC: [u8; 2] = [0xed, 0x01];
 
 /// A syntactically valid DID. Construction validates, so holding one is proof of syntax.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Equality, order and hash are the text's (`method_len` follows from the text), so a map keyed
+/// by DIDs can be looked up with a `&str` ([`Borrow<str>`](std::borrow::Borrow)).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Did {
     text: String,
     method_len: usize,
@@ -83,6 +86,11 @@ impl Did {
         &self.text
     }
 
+    /// The whole DID as text, without a copy.
+    pub fn into_string(self) -> String {
+        self.text
+    }
+
     /// The method name, e.g. `key` in `did:key:z6Mk…`.
     pub fn method(&self) -> &str {
         &self.text[4..4 + self.method_len]
@@ -126,6 +134,18 @@ impl std::str::FromStr for Did {
     type Err = DidSyntaxError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::parse(s)
+    }
+}
+
+impl std::hash::Hash for Did {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
+impl std::borrow::Borrow<str> for Did {
+    fn borrow(&self) -> &str {
+        &self.text
     }
 }
 
@@ -244,6 +264,18 @@ mod tests {
                 prop_assert_eq!(KeyDidResolver.resolve(&reparsed).unwrap(), key);
             }
         }
+    }
+
+    #[test]
+    fn maps_of_dids_are_looked_up_by_text() {
+        let did = Did::parse("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK").unwrap();
+        let other = Did::parse("did:icn:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK").unwrap();
+        let set: std::collections::HashSet<Did> = [did.clone()].into();
+        assert!(set.contains(did.as_str()));
+        assert!(!set.contains(other.as_str()));
+        assert!(!set.contains("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2do"));
+        let tree: std::collections::BTreeSet<Did> = [did.clone(), other.clone()].into();
+        assert!(tree.contains(did.as_str()) && tree.contains(other.as_str()));
     }
 
     #[test]

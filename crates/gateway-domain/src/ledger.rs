@@ -41,8 +41,13 @@ pub fn exchange_account(coop: &CoopId) -> String {
     format!("coop:{coop}:exchange")
 }
 
+/// Whether `account` is [`treasury_account`] or [`exchange_account`] of `coop` (compared in
+/// place: a balance read asks on every request).
 fn is_system_account(coop: &CoopId, account: &str) -> bool {
-    account == treasury_account(coop) || account == exchange_account(coop)
+    account
+        .strip_prefix("coop:")
+        .and_then(|rest| rest.strip_prefix(coop.as_str()))
+        .is_some_and(|kind| kind == ":treasury" || kind == ":exchange")
 }
 
 /// A payment as requested.
@@ -837,4 +842,33 @@ async fn convert_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
 /// Whether an account id names one of the coop's system accounts.
 pub fn is_system(coop: &CoopId, account: &str) -> bool {
     is_system_account(coop, account)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_accounts_are_exactly_the_coops_treasury_and_exchange() {
+        let coop = CoopId::parse("bakery").unwrap();
+        assert!(is_system(&coop, &treasury_account(&coop)));
+        assert!(is_system(&coop, &exchange_account(&coop)));
+        for other in [
+            "coop:bakery:treasury2",
+            "coop:bakery:",
+            "coop:bakery",
+            "coop:baker:treasury",
+            "coop:bakery-2:treasury",
+            "coop:other:exchange",
+            "coop:bakery:Treasury",
+            "Coop:bakery:treasury",
+            "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK",
+            "",
+        ] {
+            assert!(!is_system(&coop, other), "{other}");
+        }
+        let longer = CoopId::parse("bakery-2").unwrap();
+        assert!(is_system(&longer, "coop:bakery-2:exchange"));
+        assert!(!is_system(&coop, "coop:bakery-2:exchange"));
+    }
 }

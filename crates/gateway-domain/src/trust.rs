@@ -102,6 +102,12 @@ impl TrustGraph {
     /// The score of a DID: O(1). Never below the default: a weak path from an anchor cannot
     /// lower a DID that no path reaches at all.
     pub fn score(&self, did: &Did) -> f64 {
+        self.score_of(did.as_str())
+    }
+
+    /// [`TrustGraph::score`] by a DID's text, with nothing parsed: text that is no DID in the
+    /// graph gets the default.
+    pub fn score_of(&self, did: &str) -> f64 {
         if self.anchors.contains(did) {
             return 1.0;
         }
@@ -250,6 +256,12 @@ mod tests {
         assert!((graph.score(&did(1)) - 0.9).abs() < 1e-12);
         assert!((graph.score(&did(2)) - 0.45).abs() < 1e-12, "0.9 × 0.5 beats the direct 0.3");
         assert_eq!(graph.score(&did(4)), 0.05, "unreachable from an anchor: the default");
+        // By text, as the limiters ask: the same scores, and the default for anything else.
+        for n in 0..5 {
+            assert_eq!(graph.score_of(did(n).as_str()), graph.score(&did(n)), "did {n}");
+        }
+        assert_eq!(graph.score_of("did:key:z0 "), 0.05);
+        assert_eq!(graph.score_of("not a did"), 0.05);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! request id (a trusted proxy's, or a new one) and its trace span, the client's quarantine,
 //! the HTTP metrics by route template, the one access-log line per request and the one error line
 //! per failure, the misbehaviour a response reports, counted against the client's address, and
-//! the security headers of every answer. One hand-written service instead of a stack of
-//! middleware: each layer of a stack is cloned and boxed for every request, and a profile of
-//! balance reads put the stack at a third of the gateway's time (docs/PERFORMANCE.md).
+//! the security headers of every answer, the cross-origin policy ([`CorsPolicy`]: preflights
+//! answered here, its headers on every answer) and the refusal of a declared oversize body. One
+//! hand-written service instead of a stack of middleware: each layer of a stack is cloned and
+//! boxed for every request, and a profile of balance reads put the stack at a third of the
+//! gateway's time (docs/PERFORMANCE.md). Its headers are built once, when the router is.
 //!
 //! Labels stay bounded: the route is the matched template (`/v1/ledger/{coop}/balance/{did}`),
 //! never the raw path, the method is one of the standard ones or `other`, the status a number.
@@ -15,7 +17,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -25,8 +27,8 @@ use axum::response::{IntoResponse, Response};
 use gateway_core::Error;
 use gateway_limits::Violation;
 use metrics::{Counter, Gauge, Histogram};
-use tracing::Instrument;
 
+use crate::cors::CorsPolicy;
 use crate::error::{ApiError, InternalCause};
 use crate::limits::{RateLimits, request_client_ip};
 use crate::middleware::REQUEST_ID;
@@ -192,16 +194,25 @@ fn peer_ip(request: &Request) -> IpAddr {
 }
 
 /// The edge of every route: see the module's description. Built once per router
-/// ([`crate::router_with`]); axum gives each route its own copy.
+/// ([`crate::router_with`]); axum gives each route its own copy, which shares everything the
+/// edge holds.
 #[derive(Clone)]
 pub struct EdgeLayer {
+    shared: Arc<Shared>,
+}
+
+/// What every copy of the edge shares.
+struct Shared {
     state: AppState,
+    cors: CorsPolicy,
 }
 
 impl EdgeLayer {
-    /// The edge over the gateway's services (rate-limit settings, metrics, quarantine, TLS).
+    /// The edge over the gateway's services (rate-limit settings, metrics, quarantine, TLS,
+    /// cross-origin mode).
     pub fn new(state: AppState) -> Self {
-        Self { state }
+        let cors = CorsPolicy::new(&state.config.cors);
+        Self { shared: Arc::new(Shared { state, cors }) }
     }
 }
 
@@ -221,14 +232,14 @@ impl<S> tower::Layer<S> for EdgeLayer {
     type Service = Edge<S>;
 
     fn layer(&self, inner: S) -> Edge<S> {
-        Edge { state: self.state.clone(), inner }
+        Edge { shared: self.shared.clone(), inner }
     }
 }
 
 /// The service [`EdgeLayer`] makes.
 #[derive(Clone)]
 pub struct Edge<S> {
-    state: AppState,
+    shared: Arc<Shared>,
     inner: S,
 }
 
@@ -242,16 +253,17 @@ struct Seen {
     client: IpAddr,
     exempt: bool,
     swagger: bool,
+    /// `Access-Control-Allow-Origin` for this request's origin, if it is allowed one.
+    allow_origin: Option<HeaderValue>,
 }
 
 impl<S> tower::Service<Request> for Edge<S>
 where
-    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
-    S::Future: Send + 'static,
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = EdgeFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -259,21 +271,15 @@ where
 
     /// Everything before the route runs is synchronous, so the route's future is made here,
     /// on this copy of the route (axum copies each route's stack once per request), with no
-    /// second copy of the inner service as an async middleware would make.
+    /// second copy of the inner service as an async middleware would make, and no box.
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let state = &self.state;
+        let Shared { state, cors } = &*self.shared;
         let request_id = request_id(&state.limits, &request);
         request.headers_mut().insert(REQUEST_ID, request_id.clone());
         let route = request.extensions().get::<MatchedPath>().cloned();
         let client = request_client_ip(&state.limits, &request);
         // A trusted proxy is never quarantined: its clients are, by the address it forwards.
         let exempt = state.limits.is_trusted(client);
-        request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
-        if has_body(&request) {
-            // The body is due within the body timeout of the head (contract 1).
-            let body = std::mem::take(request.body_mut());
-            *request.body_mut() = axum::body::Body::new(crate::extract::Deadline::new(body, state.config.body_timeout));
-        }
         let seen = Seen {
             started: Instant::now(),
             method: request.method().clone(),
@@ -282,27 +288,75 @@ where
             client,
             exempt,
             swagger: request.uri().path().starts_with("/swagger-ui"),
+            allow_origin: cors.allow_origin(request.headers()),
         };
         // A span per request, so that whatever a handler logs carries the request id (under the
         // crate's target, as before the edge was one service: log filters name it).
         let span = tracing::info_span!(target: "gateway_http", "request", request_id = seen.request_id.to_str().unwrap_or("-"));
         let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
-        let state = state.clone();
-        match quarantined {
-            Some(wait) => {
-                Box::pin(async move { Ok(answered(&state, seen, quarantine_response(wait))) }.instrument(span))
+        let early = if let Some(wait) = quarantined {
+            Some(quarantine_response(wait))
+        } else if seen.method == Method::OPTIONS {
+            // Every OPTIONS request is a preflight: no route answers OPTIONS.
+            Some(cors.preflight())
+        } else {
+            declared_oversize(&request)
+        };
+        if let Some(response) = early {
+            let response = span.in_scope(|| answered(&self.shared, seen, response));
+            return EdgeFuture { state: State::Answered { response: Some(response) } };
+        }
+        request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
+        if has_body(&request) {
+            // The body is due within the body timeout of the head (contract 1).
+            let body = std::mem::take(request.body_mut());
+            *request.body_mut() = axum::body::Body::new(crate::extract::Deadline::new(body, state.config.body_timeout));
+        }
+        let in_flight = InFlight::new(&state.http_metrics);
+        let route = span.in_scope(|| self.inner.call(request));
+        EdgeFuture { state: State::Routing { route, span, done: Some((self.shared.clone(), seen, in_flight)) } }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Edge`]: an answer given at the edge, or the route's, which the edge
+    /// completes (metrics, logs, headers) inside the request's span.
+    pub struct EdgeFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Answered { response: Option<Response> },
+        Routing {
+            #[pin]
+            route: F,
+            span: tracing::Span,
+            done: Option<(Arc<Shared>, Seen, InFlight)>,
+        },
+    }
+}
+
+impl<F> Future for EdgeFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Answered { response } => {
+                Poll::Ready(Ok(response.take().expect("an edge future is not polled after it is ready")))
             }
-            None => {
-                let in_flight = InFlight::new(&state.http_metrics);
-                let route = span.in_scope(|| self.inner.call(request));
-                Box::pin(
-                    async move {
-                        let response = route.await.unwrap_or_else(|never| match never {});
-                        drop(in_flight);
-                        Ok(answered(&state, seen, response))
-                    }
-                    .instrument(span),
-                )
+            StateProj::Routing { route, span, done } => {
+                let _entered = span.enter();
+                let Ok(response) = std::task::ready!(route.poll(cx));
+                let (shared, seen, in_flight) = done.take().expect("an edge future is not polled after it is ready");
+                drop(in_flight);
+                Poll::Ready(Ok(answered(&shared, seen, response)))
             }
         }
     }
@@ -310,8 +364,9 @@ where
 
 /// Records what an answer says (metrics, the client's misbehaviour, the cause of a failure, the
 /// access-log line) and gives it the request id and the security headers.
-fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
-    let Seen { started, method, route, request_id, client, exempt, swagger } = seen;
+fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
+    let Shared { state, cors } = shared;
+    let Seen { started, method, route, request_id, client, exempt, swagger, allow_origin } = seen;
     let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
@@ -345,6 +400,7 @@ fn answered(state: &AppState, seen: Seen, mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(REQUEST_ID, request_id);
     security_headers(headers, state.config.tls, swagger);
+    cors.answer_headers(headers, allow_origin, method == Method::OPTIONS);
     response
 }
 
@@ -366,49 +422,18 @@ fn security_headers(headers: &mut HeaderMap, tls: bool, swagger: bool) {
     }
 }
 
-/// Refuses a request whose declared `Content-Length` is over the body limit before reading any
-/// of it, and before any other work (authentication included): 413 with the contract body. A
-/// client that sent `Expect: 100-continue` is never told to send the body. Inside the CORS
-/// layer, so that a browser can read the refusal.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RefuseOversizeLayer;
-
-impl<S> tower::Layer<S> for RefuseOversizeLayer {
-    type Service = RefuseOversize<S>;
-
-    fn layer(&self, inner: S) -> RefuseOversize<S> {
-        RefuseOversize(inner)
-    }
-}
-
-/// The service [`RefuseOversizeLayer`] makes.
-#[derive(Debug, Clone)]
-pub struct RefuseOversize<S>(S);
-
-impl<S> tower::Service<Request> for RefuseOversize<S>
-where
-    S: tower::Service<Request, Response = Response, Error = Infallible>,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = futures_util::future::Either<std::future::Ready<Result<Response, Infallible>>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let declared = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
-        if declared.is_some_and(|length| length > crate::extract::BODY_LIMIT_BYTES as u64) {
-            let refusal = ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response();
-            return futures_util::future::Either::Left(std::future::ready(Ok(refusal)));
-        }
-        futures_util::future::Either::Right(self.0.call(request))
-    }
+/// 413 with the contract body for a request whose declared `Content-Length` is over the body
+/// limit: refused before any of it is read, and before any other work (authentication
+/// included). A client that sent `Expect: 100-continue` is never told to send the body.
+fn declared_oversize(request: &Request) -> Option<Response> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    declared
+        .is_some_and(|length| length > crate::extract::BODY_LIMIT_BYTES as u64)
+        .then(|| ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response())
 }
 
 /// Whether a request announces a body (a length, or chunks).

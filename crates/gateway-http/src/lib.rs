@@ -6,6 +6,7 @@
 //! streams are served by `gateway-ws`, whose router is merged in by the binary.
 
 pub mod caller;
+pub mod cors;
 pub mod edge;
 pub mod error;
 pub mod extract;
@@ -149,10 +150,8 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         extra
     };
     let (protected, protected_api) = protected_routes().split_for_parts();
-    // Route layers run outermost last: authentication first, then the request signature.
-    let protected = protected
-        .route_layer(from_fn_with_state(state.clone(), signing::request_signatures))
-        .route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
+    // Authentication, then the request's signature, in one layer.
+    let protected = protected.route_layer(from_fn_with_state(state.clone(), middleware::authenticate));
     let mut doc = openapi::ApiDoc::openapi();
     doc.merge(login_api);
     doc.merge(probe_api);
@@ -161,7 +160,6 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     doc.merge(extra_doc);
     openapi::complete(&mut doc);
 
-    let cors = middleware::cors_layer(&state.config);
     let edge = edge::EdgeLayer::new(state.clone());
     Router::new()
         .merge(login)
@@ -173,13 +171,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         .with_state(state)
         .merge(extra)
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
-        .layer(
-            ServiceBuilder::new()
-                .layer(edge)
-                .layer(cors)
-                .layer(edge::RefuseOversizeLayer)
-                .layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)),
-        )
+        .layer(ServiceBuilder::new().layer(edge).layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Did, Error, RateLimitLayer};
@@ -272,9 +272,9 @@ impl RateLimits {
     pub fn write_headers(&self, headers: &mut HeaderMap, limit: u32, remaining: u32, reset_after: Duration) {
         let now = UNIX_EPOCH + Duration::from_millis(self.wall_clock.now_unix_millis());
         let reset = Admission { limit, remaining, reset_after }.reset_unix_secs(now);
-        headers.insert("x-ratelimit-limit", HeaderValue::from(limit));
-        headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
-        headers.insert("x-ratelimit-reset", HeaderValue::from(reset));
+        headers.insert(RATELIMIT_LIMIT, HeaderValue::from(limit));
+        headers.insert(RATELIMIT_REMAINING, HeaderValue::from(remaining));
+        headers.insert(RATELIMIT_RESET, HeaderValue::from(reset));
     }
 
     /// Unix seconds now, by the wall clock.
@@ -282,6 +282,13 @@ impl RateLimits {
         UNIX_EPOCH + Duration::from_millis(self.wall_clock.now_unix_millis())
     }
 }
+
+/// The bucket's size, on every answer to a limited route.
+const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// Requests left in the bucket.
+const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// When the bucket is full again, Unix seconds.
+const RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 fn velocity_denied(denied: VelocityDenied) -> ApiError {
     rate_limited(

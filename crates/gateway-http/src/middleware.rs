@@ -10,22 +10,22 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gateway_auth::Authenticator;
 use gateway_core::Error;
-use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::caller::Caller;
 use crate::error::ApiError;
-use crate::state::{AppState, CorsMode, HttpConfig};
+use crate::state::AppState;
 
 /// Verifies the bearer token of a protected route, applies the DID rate-limit layer, the
-/// identity-only rule and the membership check, and leaves the [`Caller`] in the request.
-/// Authenticated answers, refusals included, carry the `X-RateLimit-*` headers and
+/// identity-only rule and the membership check, then the request signature
+/// ([`crate::signing::check`]), and leaves the [`Caller`] in the request. One layer for both,
+/// so that a protected request pays for one middleware. Authenticated answers, refusals included, carry the `X-RateLimit-*` headers and
 /// `Cache-Control: no-store`.
 ///
 /// This is the one place where an identity-only token (no cooperative: the spec's
 /// `{did, challenge_id, signature}` login) is confined to the identity routes
 /// ([`identity_route`]): every other protected route answers it 403 with
 /// `details.reason = "identity_only"`, so a route added later is closed to it by default.
-pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let token = match bearer_token(&request) {
         Ok(token) => token,
         Err(err) => return err.into_response(),
@@ -76,10 +76,14 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         }
     };
     let mut response = match admitted {
-        Ok(()) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
+        // The request's signature, when it has one or its route needs one (contract 11).
+        Ok(()) => match crate::signing::check(&state, &caller, request).await {
+            Ok(mut request) => {
+                request.extensions_mut().insert(caller);
+                next.run(request).await
+            }
+            Err(refusal) => refusal,
+        },
         Err(err) => err.into_response(),
     };
     let headers = response.headers_mut();
@@ -134,23 +138,6 @@ pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, gateway_auth:
         scopes: verified.scopes,
         expires_at: verified.expires_at,
     })
-}
-
-/// The CORS layer for the configured mode.
-pub fn cors_layer(config: &HttpConfig) -> CorsLayer {
-    match &config.cors {
-        CorsMode::Development => CorsLayer::permissive(),
-        CorsMode::Production { origin } => {
-            let layer = CorsLayer::new()
-                .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
-                .max_age(Duration::from_secs(3600));
-            match origin {
-                Some(origin) => layer.allow_origin(AllowOrigin::list([origin.clone()])),
-                None => layer.allow_origin(AllowOrigin::list(Vec::<HeaderValue>::new())),
-            }
-        }
-    }
 }
 
 /// The request-id header name.

@@ -11,10 +11,9 @@
 use std::convert::Infallible;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, HeaderName, Method, header};
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Error, RequestSignature};
 use gateway_httpsig::{Failure, Limits, Message};
@@ -71,52 +70,52 @@ impl<S: Send + Sync> FromRequestParts<S> for Signature {
     }
 }
 
-/// The middleware of the protected routes, after authentication: checks a signature when the
-/// request carries one (whatever the route), and refuses an unsigned critical operation when
-/// the token's coop requires signatures.
-pub async fn request_signatures(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let signed = request.headers().contains_key("signature-input") || request.headers().contains_key("signature");
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
-    let critical = route.as_deref().is_some_and(|r| is_critical(request.method(), r));
+/// The `Signature-Input` header.
+const SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
+/// The `Signature` header.
+const SIGNATURE: HeaderName = HeaderName::from_static("signature");
+
+/// The check of every protected request, once authentication has admitted `caller`
+/// ([`crate::middleware::authenticate`] runs it): checks a signature when the request carries
+/// one (whatever the route), and refuses an unsigned critical operation when the token's coop
+/// requires signatures. The request comes back to be served, with a verified signature left on
+/// it, or the refusal does.
+pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Result<Request, Response> {
+    let signed = request.headers().contains_key(SIGNATURE_INPUT) || request.headers().contains_key(SIGNATURE);
+    let route = request.extensions().get::<MatchedPath>();
+    let critical = route.is_some_and(|r| is_critical(request.method(), r.as_str()));
     if !signed && !critical {
-        return next.run(request).await;
+        return Ok(request);
     }
-    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
-        // Only behind `authenticate`, which always leaves a caller.
-        return next.run(request).await;
-    };
     if !signed {
         let required = match &caller.coop_id {
             Some(coop) => match state.coops.get(coop).await {
                 Ok(record) => record.settings.require_signed_requests,
                 // An unknown coop: the handler answers 404 (or creates it).
                 Err(Error::NotFound { .. }) => false,
-                Err(err) => return ApiError::from(err).into_response(),
+                Err(err) => return Err(ApiError::from(err).into_response()),
             },
             None => false,
         };
-        return if required { refuse(Failure::SignatureRequired) } else { next.run(request).await };
+        return if required { Err(refuse(Failure::SignatureRequired)) } else { Ok(request) };
     }
     let (mut parts, body) = request.into_parts();
     let body = match to_bytes(body, crate::extract::BODY_LIMIT_BYTES).await {
         Ok(body) => body,
-        Err(err) if crate::extract::timed_out(&err) => {
-            return ApiError::BodyTimeout.into_response();
+        Err(err) if crate::extract::timed_out(&err) => return Err(ApiError::BodyTimeout.into_response()),
+        Err(_) => {
+            return Err(ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response());
         }
-        Err(_) => return ApiError::PayloadTooLarge { limit_bytes: crate::extract::BODY_LIMIT_BYTES }.into_response(),
     };
-    let verified = match verify(&state, &parts, &body, &caller).await {
-        Ok(verified) => verified,
-        Err(response) => return response,
-    };
+    let verified = verify(state, &parts, &body, caller).await?;
     parts.extensions.insert(Evidence(verified));
-    next.run(Request::from_parts(parts, Body::from(body))).await
+    Ok(Request::from_parts(parts, Body::from(body)))
 }
 
 /// Verifies the request's signature against the caller and remembers its nonce.
 async fn verify(state: &AppState, parts: &Parts, body: &[u8], caller: &Caller) -> Result<RequestSignature, Response> {
     let joined = |name: &str| joined(&parts.headers, name);
-    let (input, signature) = match (joined("signature-input"), joined("signature")) {
+    let (input, signature) = match (joined(SIGNATURE_INPUT.as_str()), joined(SIGNATURE.as_str())) {
         (Some(input), Some(signature)) => (input, signature),
         _ => return Err(refuse(Failure::SignatureInvalid)),
     };

@@ -210,8 +210,9 @@ impl fmt::Debug for Cluster {
 struct GraphScores(Arc<gateway_domain::trust::TrustGraph>);
 
 impl gateway_limits::TrustScores for GraphScores {
+    /// The limiters ask with the text of the caller's (already parsed) DID, on every request.
     fn score(&self, did: &str) -> f64 {
-        gateway_core::Did::parse(did).map(|d| self.0.score(&d)).unwrap_or(0.0)
+        self.0.score_of(did)
     }
 }
 

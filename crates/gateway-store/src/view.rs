@@ -11,11 +11,14 @@
 //!
 //! PostgreSQL stores have no view: other replicas write to the same database.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use gateway_core::{CoopId, Error};
 use gateway_domain::ports::CoopBalances;
+
+/// The view's maps: keyed by coop ids and account names, hashed with a randomly seeded fast
+/// hash (SipHash was a visible share of a balance read).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Most accounts the view holds before it starts over (a few MB).
 pub(crate) const MAX_ACCOUNTS: usize = 65_536;

@@ -357,7 +357,7 @@ fn account(coop: &CoopId, text: &str) -> ApiResult<String> {
     if is_system(coop, text) {
         return Ok(text.to_owned());
     }
-    Ok(common::did("did", text)?.to_string())
+    Ok(common::did("did", text)?.into_string())
 }
 
 /// Balance of a member (or system account) of the coop.

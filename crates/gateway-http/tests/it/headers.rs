@@ -106,6 +106,41 @@ async fn cors_production_allows_only_the_configured_origin() {
     assert!(!other.headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
 }
 
+/// A browser can read every answer from the allowed origin, refusals included, and none from
+/// another: the policy's headers are on every kind of answer, with `Vary` on each.
+#[tokio::test]
+async fn cors_headers_are_on_every_answer_kind() {
+    let origin = HeaderValue::from_static("https://coop.example");
+    let app = TestApp::with(false, gateway_http::CorsMode::Production { origin: Some(origin) }).await;
+    for (from, allowed) in [("https://coop.example", true), ("https://evil.example", false)] {
+        for (kind, mut request, status) in every_kind_of_answer() {
+            request.headers_mut().insert(header::ORIGIN, HeaderValue::from_static(from));
+            let response = app.send(request).await;
+            assert_eq!(response.status, status, "{kind}");
+            let h = &response.headers;
+            assert_eq!(
+                h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).map(|v| v.to_str().unwrap()),
+                allowed.then_some(from),
+                "{kind} from {from}"
+            );
+            assert_eq!(
+                h[header::VARY],
+                "origin, access-control-request-method, access-control-request-headers",
+                "{kind}"
+            );
+            assert_eq!(h.contains_key(header::ACCESS_CONTROL_MAX_AGE), kind == "preflight", "{kind}");
+        }
+    }
+    // Any OPTIONS request is a preflight, whatever its path or declared length.
+    let mut odd = preflight("https://coop.example");
+    *odd.uri_mut() = "/nowhere".parse().unwrap();
+    odd.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from_static("5000000"));
+    let answer = app.send(odd).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_METHODS], "GET,POST,PUT,DELETE");
+    assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_HEADERS], "authorization,content-type");
+}
+
 #[tokio::test]
 async fn cors_development_is_permissive() {
     let app = TestApp::new().await;
