@@ -55,7 +55,9 @@ const MAX_REQUEST_ID: usize = 128;
 pub struct HttpMetrics {
     enabled: bool,
     in_flight: Gauge,
-    routes: RwLock<HashMap<Box<str>, Vec<RouteHandles>>>,
+    /// By route template (never a client's text: unmatched requests share one label), so a
+    /// fast hash.
+    routes: RwLock<HashMap<Box<str>, Vec<RouteHandles>, foldhash::fast::RandomState>>,
 }
 
 struct RouteHandles {

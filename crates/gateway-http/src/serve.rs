@@ -265,17 +265,12 @@ impl<T> Guarded<T> {
                 self.arm(self.header_timeout);
             }
         }
-        // The head's end is a blank line; look at the tail of the previous read and this one.
-        let mut window = Vec::with_capacity(3 + bytes.len());
-        window.extend_from_slice(&self.tail);
-        window.extend_from_slice(bytes);
-        if window.windows(4).any(|w| w == b"\r\n\r\n") {
-            // The body and the answer are the application's to time.
+        if head_ends_in(&self.tail, bytes) {
+            // The body and the answer are the application's to time. The timer is kept for the
+            // next request (re-armed, not re-made), and not looked at until then.
             self.phase = Phase::Served;
-            self.deadline = None;
         }
-        let n = window.len();
-        self.tail.copy_from_slice(&window[n - 3..]);
+        self.tail = last_three(&self.tail, bytes);
     }
 
     /// A response head is being written: an upgrade drops the deadlines, an answer makes the
@@ -291,6 +286,27 @@ impl<T> Guarded<T> {
             self.arm(self.idle_timeout);
         }
     }
+}
+
+/// Whether the blank line that ends a request head is in `bytes`, or straddles the three bytes
+/// read before them (`tail`) and `bytes`.
+fn head_ends_in(tail: &[u8; 3], bytes: &[u8]) -> bool {
+    static BLANK_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\r\n\r\n"));
+    let mut seam = [0u8; 6];
+    seam[..3].copy_from_slice(tail);
+    let k = bytes.len().min(3);
+    seam[3..3 + k].copy_from_slice(&bytes[..k]);
+    seam[..3 + k].windows(4).any(|w| w == b"\r\n\r\n") || BLANK_LINE.find(bytes).is_some()
+}
+
+/// The last three bytes of `tail` followed by `bytes`.
+fn last_three(tail: &[u8; 3], bytes: &[u8]) -> [u8; 3] {
+    let mut joined = [0u8; 6];
+    joined[..3].copy_from_slice(tail);
+    let k = bytes.len().min(3);
+    joined[3..3 + k].copy_from_slice(&bytes[bytes.len() - k..]);
+    [joined[k], joined[k + 1], joined[k + 2]]
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
@@ -380,5 +396,48 @@ impl<T: AsyncWrite + Unpin> Guarded<T> {
             }
         }
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The head's end as a byte-by-byte search over everything read so far finds it.
+    fn naive(read: &[u8]) -> bool {
+        read.windows(4).any(|w| w == b"\r\n\r\n")
+    }
+
+    proptest! {
+        /// However a request is cut into reads, the end of its head is seen in the read that
+        /// completes the blank line, and in no read before it.
+        #[test]
+        fn the_head_end_is_found_across_any_split(
+            text in proptest::collection::vec(prop_oneof![Just(b'\r'), Just(b'\n'), Just(b'a')], 0..40),
+            cuts in proptest::collection::vec(1usize..8, 1..12),
+        ) {
+            let (mut tail, mut read, mut at, mut seen) = ([0u8; 3], Vec::new(), 0, false);
+            for cut in cuts.iter().cycle().take(64) {
+                if at >= text.len() {
+                    break;
+                }
+                let chunk = &text[at..(at + cut).min(text.len())];
+                let before = naive(&read);
+                read.extend_from_slice(chunk);
+                let found = head_ends_in(&tail, chunk);
+                if !before {
+                    prop_assert_eq!(found, naive(&read), "read {:?} then {:?}", &read[..at], chunk);
+                }
+                seen |= found;
+                tail = last_three(&tail, chunk);
+                let mut expected = [0u8; 3];
+                let padded: Vec<u8> = [&[0u8; 3][..], &read].concat();
+                expected.copy_from_slice(&padded[padded.len() - 3..]);
+                prop_assert_eq!(tail, expected);
+                at += chunk.len();
+            }
+            prop_assert_eq!(seen, naive(&read));
+        }
     }
 }

@@ -102,7 +102,7 @@ impl LedgerReads for Store {
         // One row per currency the account holds, or one row with no balance when it holds none.
         const SQL: &str = "SELECT c.default_currency, b.currency, b.balance FROM coops c \
              LEFT JOIN balances b ON b.coop_id = c.id AND b.account = $2 WHERE c.id = $1 ORDER BY b.currency";
-        let read = async {
+        let read = || async {
             let rows: Vec<(String, Option<String>, Option<i64>)> =
                 self.read_all(SQL, args![coop.as_str(), account]).await?;
             let Some((default_currency, _, _)) = rows.first() else { return Ok(None) };

@@ -132,23 +132,25 @@ impl BalanceView {
     }
 }
 
-/// Reads through the view: its answer when it has one, else `read` (the database), kept for
-/// next time when no commit raced it.
-pub(crate) async fn read_through<F>(
+/// Reads through the view: its answer when it has one, else `read()` (the database), kept for
+/// next time when no commit raced it. The database read is only made on a miss: its future is
+/// large, and a hit should not build and move it.
+pub(crate) async fn read_through<R, F>(
     view: Option<&BalanceView>,
     coop: &CoopId,
     account: &str,
-    read: F,
+    read: R,
 ) -> Result<Option<CoopBalances>, Error>
 where
+    R: FnOnce() -> F,
     F: Future<Output = Result<Option<CoopBalances>, Error>>,
 {
-    let Some(view) = view else { return read.await };
+    let Some(view) = view else { return read().await };
     let epoch = match view.get(coop, account) {
         Lookup::Hit(hit) => return Ok(Some(hit)),
         Lookup::Miss(epoch) => epoch,
     };
-    let found = read.await?;
+    let found = read().await?;
     if let Some(found) = &found {
         view.fill(epoch, coop, account, found);
     }
