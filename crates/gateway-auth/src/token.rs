@@ -101,7 +101,7 @@ pub struct VerifiedToken {
     /// Issue time, Unix seconds.
     pub issued_at: u64,
     /// Token id.
-    pub jti: String,
+    pub jti: std::sync::Arc<str>,
 }
 
 /// Issues and verifies tokens.
@@ -276,7 +276,14 @@ impl TokenService {
             Some(c) => Some(CoopId::parse(c).map_err(|_| AuthError::InvalidToken)?),
         };
         let scopes = ScopeSet::parse_all(&claims.scopes).map_err(|_| AuthError::InvalidToken)?;
-        Ok(VerifiedToken { did, coop_id, scopes, expires_at: claims.exp, issued_at: claims.iat, jti: claims.jti })
+        Ok(VerifiedToken {
+            did,
+            coop_id,
+            scopes,
+            expires_at: claims.exp,
+            issued_at: claims.iat,
+            jti: claims.jti.into(),
+        })
     }
 }
 

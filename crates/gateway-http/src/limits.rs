@@ -272,9 +272,9 @@ impl RateLimits {
     pub fn write_headers(&self, headers: &mut HeaderMap, limit: u32, remaining: u32, reset_after: Duration) {
         let now = UNIX_EPOCH + Duration::from_millis(self.wall_clock.now_unix_millis());
         let reset = Admission { limit, remaining, reset_after }.reset_unix_secs(now);
-        headers.insert(RATELIMIT_LIMIT, number(limit.into()));
+        headers.insert(RATELIMIT_LIMIT, LAST_LIMIT.with_borrow_mut(|last| last.value(limit.into())));
         headers.insert(RATELIMIT_REMAINING, number(remaining.into()));
-        headers.insert(RATELIMIT_RESET, number(reset));
+        headers.insert(RATELIMIT_RESET, LAST_RESET.with_borrow_mut(|last| last.value(reset)));
     }
 
     /// Unix seconds now, by the wall clock.
@@ -289,6 +289,29 @@ const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit")
 const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// When the bucket is full again, Unix seconds.
 const RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+thread_local! {
+    /// The last limit this thread wrote: one of a few tiers, so most answers share its value.
+    static LAST_LIMIT: std::cell::RefCell<LastNumber> = const { std::cell::RefCell::new(LastNumber(None)) };
+    /// The last reset time this thread wrote: it changes about once a second.
+    static LAST_RESET: std::cell::RefCell<LastNumber> = const { std::cell::RefCell::new(LastNumber(None)) };
+}
+
+/// A number and its header value, kept to be shared while the number stays the same.
+struct LastNumber(Option<(u64, HeaderValue)>);
+
+impl LastNumber {
+    fn value(&mut self, n: u64) -> HeaderValue {
+        match &self.0 {
+            Some((last, value)) if *last == n => value.clone(),
+            _ => {
+                let value = number(n);
+                self.0 = Some((n, value.clone()));
+                value
+            }
+        }
+    }
+}
 
 /// A number as a header value, in one allocation (`HeaderValue::from` makes two).
 fn number(n: u64) -> HeaderValue {
@@ -348,6 +371,15 @@ async fn limit_by_address(limits: &RateLimits, bucket: AddressBucket, request: R
 mod tests {
     use super::*;
     use gateway_limits::{ManualClock, StaticTrustScores};
+
+    #[test]
+    fn a_kept_number_is_reused_only_while_it_is_the_same() {
+        let mut last = LastNumber(None);
+        for n in [1000, 1000, 60, 1_795_573_816, 1_795_573_816, 1_795_573_817, 0, 1000] {
+            assert_eq!(last.value(n).to_str().unwrap(), n.to_string());
+        }
+        assert_eq!(number(u64::MAX).to_str().unwrap(), u64::MAX.to_string());
+    }
 
     fn limits(proxies: &[&str]) -> RateLimits {
         RateLimits::new(

@@ -81,10 +81,8 @@ const SIGNATURE: HeaderName = HeaderName::from_static("signature");
 /// requires signatures. The request comes back to be served, with a verified signature left on
 /// it, or the refusal does.
 pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Result<Request, Response> {
-    let signed = request.headers().contains_key(SIGNATURE_INPUT) || request.headers().contains_key(SIGNATURE);
-    let route = request.extensions().get::<MatchedPath>();
-    let critical = route.is_some_and(|r| is_critical(request.method(), r.as_str()));
-    if !signed && !critical {
+    let signed = is_signed(&request);
+    if !signed && !is_critical_request(&request) {
         return Ok(request);
     }
     if !signed {
@@ -110,6 +108,20 @@ pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Resul
     let verified = verify(state, &parts, &body, caller).await?;
     parts.extensions.insert(Evidence(verified));
     Ok(Request::from_parts(parts, Body::from(body)))
+}
+
+/// Whether [`check`] has anything to do for this request: it carries a signature, or it is a
+/// critical operation. Most requests are neither, and are spared building its future.
+pub fn applies(request: &Request) -> bool {
+    is_signed(request) || is_critical_request(request)
+}
+
+fn is_signed(request: &Request) -> bool {
+    request.headers().contains_key(SIGNATURE_INPUT) || request.headers().contains_key(SIGNATURE)
+}
+
+fn is_critical_request(request: &Request) -> bool {
+    request.extensions().get::<MatchedPath>().is_some_and(|route| is_critical(request.method(), route.as_str()))
 }
 
 /// Verifies the request's signature against the caller and remembers its nonce.
