@@ -293,6 +293,40 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     names
 }
 
+/// A request counts as in flight while its route waits for the rest of its body, and stops
+/// counting when its client goes away before sending it: the gauge never keeps a request that
+/// no one will answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_flight_gauge_lets_go_of_a_request_whose_client_leaves_mid_body() {
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = start(dir.path(), &[]);
+    let in_flight = |scrape: Scrape| scrape.value("icn_gateway_http_requests_in_flight");
+    let until = |want: f64| {
+        let gateway = &gateway;
+        async move {
+            let waited = std::time::Instant::now();
+            loop {
+                let now = in_flight(Scrape::of(gateway).await);
+                if now == want {
+                    return;
+                }
+                assert!(waited.elapsed() < Duration::from_secs(10), "in flight: {now}, waiting for {want}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    until(0.0).await;
+    let mut socket = tokio::net::TcpStream::connect(&gateway.api).await.unwrap();
+    let head = "POST /v1/auth/challenge HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n\
+                Content-Length: 200\r\n\r\n{\"did\": \"did:key:z6Mk";
+    socket.write_all(head.as_bytes()).await.unwrap();
+    until(1.0).await;
+    drop(socket);
+    until(0.0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_are_json_lines_one_per_request_one_per_failure_and_hold_no_secret() {
     let url = std::env::var("GATEWAY_TEST_POSTGRES_URL").ok();

@@ -12,12 +12,13 @@ use tokio::net::TcpStream;
 
 use support::{serve_in_process, try_request};
 
-/// Opens a WebSocket to `/v1/ws/c1` by hand and returns the socket after the 101.
-async fn handshake(api: &str) -> TcpStream {
+/// Sends a hand-written upgrade request for `/v1/ws/c1` (with `key_header`, a whole header line
+/// or nothing) and reads the answer's head; the socket and the head, as sent.
+async fn upgrade(api: &str, key_header: &str) -> (TcpStream, String) {
     let mut socket = TcpStream::connect(api).await.unwrap();
     let request = format!(
         "GET /v1/ws/c1 HTTP/1.1\r\nHost: {api}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+         {key_header}Sec-WebSocket-Version: 13\r\n\r\n"
     );
     socket.write_all(request.as_bytes()).await.unwrap();
     let mut head = Vec::new();
@@ -26,7 +27,15 @@ async fn handshake(api: &str) -> TcpStream {
         socket.read_exact(&mut byte).await.unwrap();
         head.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&head);
+    (socket, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The `Sec-WebSocket-Key` line of a valid upgrade.
+const KEY: &str = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+
+/// Opens a WebSocket to `/v1/ws/c1` by hand and returns the socket after the 101.
+async fn handshake(api: &str) -> TcpStream {
+    let (socket, head) = upgrade(api, KEY).await;
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     socket
 }
@@ -121,4 +130,29 @@ async fn each_protocol_violation_is_closed_with_its_rfc_6455_code() {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0);
     assert!(counted >= 10.0, "ws_protocol violations counted: {counted}");
+}
+
+/// The upgrade is answered by the edge like any route: the 101 and a refused upgrade (400, no
+/// key) both carry a fresh request id and the security headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_answers_carry_a_request_id_and_the_security_headers() {
+    let gateway = serve_in_process("memory", &["--open-enrollment", "true"]).await;
+    let switched = upgrade(&gateway.api, KEY).await.1.to_ascii_lowercase();
+    let refused = upgrade(&gateway.api, "").await.1.to_ascii_lowercase();
+    assert!(switched.starts_with("http/1.1 101"), "{switched}");
+    assert!(refused.starts_with("http/1.1 400"), "{refused}");
+    let id =
+        |head: &str| head.lines().find_map(|l| l.strip_prefix("x-request-id: ")).map(str::to_owned).unwrap_or_default();
+    for (kind, head) in [("101", &switched), ("400", &refused)] {
+        assert_eq!(id(head).len(), 36, "{kind}: a fresh UUID in {head}");
+        for header in [
+            "x-content-type-options: nosniff",
+            "x-frame-options: deny",
+            "content-security-policy: default-src 'self'",
+            "referrer-policy: no-referrer",
+        ] {
+            assert!(head.lines().any(|l| l == header), "{kind}: {header} missing from {head}");
+        }
+    }
+    assert_ne!(id(&switched), id(&refused));
 }
