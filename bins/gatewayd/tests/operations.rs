@@ -294,8 +294,9 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 }
 
 /// A request counts as in flight while its route waits for the rest of its body, and stops
-/// counting when its client goes away before sending it: the gauge never keeps a request that
-/// no one will answer.
+/// counting once its client has gone away before sending it: the gauge never keeps a request
+/// that no one will answer. (Here the route ends on the broken body; a route future dropped
+/// unfinished drops the edge's count with it, by construction.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_flight_gauge_lets_go_of_a_request_whose_client_leaves_mid_body() {
     use tokio::io::AsyncWriteExt;

@@ -327,6 +327,23 @@ pin_project_lite::pin_project! {
         #[pin]
         state: State<F>,
     }
+
+    impl<F> PinnedDrop for EdgeFuture<F> {
+        /// A route's future dropped before it answered (its client went away) is dropped inside
+        /// the request's span, as `tracing`'s `Instrumented` does: whatever it logs then keeps
+        /// the request id.
+        fn drop(this: Pin<&mut Self>) {
+            let mut state = this.project().state;
+            let unfinished = match state.as_mut().project() {
+                StateProj::Routing { span, done: Some(_), .. } => Some(span.clone()),
+                _ => None,
+            };
+            if let Some(span) = unfinished {
+                let _entered = span.enter();
+                state.set(State::Answered { response: None });
+            }
+        }
+    }
 }
 
 pin_project_lite::pin_project! {

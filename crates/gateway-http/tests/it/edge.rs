@@ -28,6 +28,14 @@ async fn repeated_violations_quarantine_the_address_and_nobody_else() {
         assert_eq!(response.headers["content-security-policy"], "default-src 'self'");
         assert_eq!(response.headers["x-request-id"].len(), 36);
     }
+    // A browser can read the refusal (the cross-origin headers are on it too), and the
+    // quarantine comes before the preflight: an OPTIONS from that address is refused as well.
+    let mut preflight = from(build(Method::OPTIONS, "/v1/coops", None, None), "198.51.100.20");
+    preflight.headers_mut().insert("origin", "http://localhost:3000".parse().unwrap());
+    let refused = app.send(preflight).await;
+    refused.assert_error(403, "AUTHORIZATION_FAILED");
+    assert_eq!(refused.headers["access-control-allow-origin"], "*");
+    assert!(!refused.headers.contains_key("access-control-allow-methods"), "not a preflight's answer");
     // Another address, and the trusted proxy itself, are served.
     let other = app.send(from(build(Method::GET, "/v1/health", None, None), "198.51.100.21")).await;
     assert_eq!(other.status, StatusCode::OK);

@@ -107,28 +107,33 @@ async fn cors_production_allows_only_the_configured_origin() {
 }
 
 /// A browser can read every answer from the allowed origin, refusals included, and none from
-/// another: the policy's headers are on every kind of answer, with `Vary` on each.
+/// another: the policy's headers are on every kind of answer, with one `Vary` on each. In
+/// development every answer but a preflight also exposes every header.
 #[tokio::test]
 async fn cors_headers_are_on_every_answer_kind() {
     let origin = HeaderValue::from_static("https://coop.example");
     let app = TestApp::with(false, gateway_http::CorsMode::Production { origin: Some(origin) }).await;
-    for (from, allowed) in [("https://coop.example", true), ("https://evil.example", false)] {
+    let development = TestApp::new().await;
+    let cases = [
+        (&app, "https://coop.example", Some("https://coop.example")),
+        (&app, "https://evil.example", None),
+        (&development, "http://localhost:5173", Some("*")),
+    ];
+    for (gateway, from, allowed) in cases {
         for (kind, mut request, status) in every_kind_of_answer() {
             request.headers_mut().insert(header::ORIGIN, HeaderValue::from_static(from));
-            let response = app.send(request).await;
+            let response = gateway.send(request).await;
             assert_eq!(response.status, status, "{kind}");
             let h = &response.headers;
-            assert_eq!(
-                h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).map(|v| v.to_str().unwrap()),
-                allowed.then_some(from),
-                "{kind} from {from}"
-            );
-            assert_eq!(
-                h[header::VARY],
-                "origin, access-control-request-method, access-control-request-headers",
-                "{kind}"
-            );
-            assert_eq!(h.contains_key(header::ACCESS_CONTROL_MAX_AGE), kind == "preflight", "{kind}");
+            let allow_origin = h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).map(|v| v.to_str().unwrap());
+            assert_eq!(allow_origin, allowed, "{kind} from {from}");
+            let vary: Vec<_> = h.get_all(header::VARY).iter().collect();
+            assert_eq!(vary, ["origin, access-control-request-method, access-control-request-headers"], "{kind}");
+            let development = allowed == Some("*");
+            let preflight = kind == "preflight";
+            assert_eq!(h.contains_key(header::ACCESS_CONTROL_MAX_AGE), preflight && !development, "{kind}");
+            let exposed = h.get(header::ACCESS_CONTROL_EXPOSE_HEADERS).map(|v| v.to_str().unwrap());
+            assert_eq!(exposed, (development && !preflight).then_some("*"), "{kind} from {from}");
         }
     }
     // Any OPTIONS request is a preflight, whatever its path or declared length.
