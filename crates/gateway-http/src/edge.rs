@@ -255,7 +255,7 @@ struct Seen {
     client: IpAddr,
     exempt: bool,
     swagger: bool,
-    /// `Access-Control-Allow-Origin` for this request's origin, if it is allowed one.
+    /// `Access-Control-Allow-Origin` for this request's origin, if it is an allowed one.
     allow_origin: Option<HeaderValue>,
 }
 
