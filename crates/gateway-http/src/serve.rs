@@ -274,8 +274,11 @@ impl<T> Guarded<T> {
     }
 
     /// A response head is being written: an upgrade drops the deadlines, an answer makes the
-    /// connection wait for its next request.
+    /// connection wait for its next request. An interim answer (hyper's automatic `100
+    /// Continue`) is neither: the request goes on, and its body is the application's to time;
+    /// a final answer written in the same buffer behind it still counts.
     fn answering(&mut self, head: &[u8]) {
+        let Some(head) = final_answer(head) else { return };
         if head.starts_with(b"HTTP/1.1 101 ") {
             self.phase = Phase::Upgraded;
             self.deadline = None;
@@ -286,6 +289,16 @@ impl<T> Guarded<T> {
             self.arm(self.idle_timeout);
         }
     }
+}
+
+/// The final answer's head in bytes that start with a response head, past any interim (1xx
+/// other than 101) answers; `None` when they hold only interim answers.
+fn final_answer(mut head: &[u8]) -> Option<&[u8]> {
+    while head.starts_with(b"HTTP/1.1 1") && !head.starts_with(b"HTTP/1.1 101 ") {
+        let end = memchr::memmem::find(head, b"\r\n\r\n")?;
+        head = &head[end + 4..];
+    }
+    head.starts_with(b"HTTP/1.1 ").then_some(head)
 }
 
 /// Whether the blank line that ends a request head is in `bytes`, or straddles the three bytes
@@ -403,6 +416,19 @@ impl<T: AsyncWrite + Unpin> Guarded<T> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn interim_answers_are_looked_past() {
+        let cont = b"HTTP/1.1 100 Continue\r\n\r\n".as_slice();
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".as_slice();
+        assert_eq!(final_answer(cont), None, "only an interim answer");
+        assert_eq!(final_answer(&[cont, ok].concat()), Some(ok), "the final answer behind it");
+        assert_eq!(final_answer(&[cont, cont, ok].concat()), Some(ok));
+        assert_eq!(final_answer(ok), Some(ok));
+        let switching = b"HTTP/1.1 101 Switching Protocols\r\n\r\n".as_slice();
+        assert_eq!(final_answer(switching), Some(switching), "an upgrade is final");
+        assert_eq!(final_answer(b"HTTP/1.1 100 Contin"), None, "a cut interim head");
+    }
 
     /// The head's end as a byte-by-byte search over everything read so far finds it.
     fn naive(read: &[u8]) -> bool {

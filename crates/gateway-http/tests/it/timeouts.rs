@@ -19,11 +19,16 @@ const BODY: Duration = Duration::from_millis(500);
 /// A gateway served over TCP with short limits: heads in 400 ms, idle connections 900 ms,
 /// bodies 500 ms, 3 connections per address.
 async fn served() -> SocketAddr {
-    let app = TestApp::customised(|options| options.http.body_timeout = BODY).await;
+    served_with(HEADER, BODY).await
+}
+
+/// [`served`] with other head and body timeouts.
+async fn served_with(header: Duration, body: Duration) -> SocketAddr {
+    let app = TestApp::customised(|options| options.http.body_timeout = body).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let limits = gateway_http::serve::EdgeLimits {
-        header_timeout: HEADER,
+        header_timeout: header,
         idle_timeout: IDLE,
         max_connections_per_address: 3,
         exempt: Arc::new(|_| false),
@@ -121,6 +126,35 @@ async fn a_body_that_stalls_is_answered_408() {
     let answer = read_to_close(&mut socket).await;
     assert_contract_answer(&answer, 408, "REQUEST_TIMEOUT");
     assert!(started.elapsed() >= BODY - Duration::from_millis(50), "{:?}", started.elapsed());
+}
+
+/// After hyper's automatic `100 Continue`, the body is timed by the body timeout, not by the
+/// (shorter) head timeout: a body that takes longer than a head may, but less than a body may,
+/// is served.
+#[tokio::test]
+async fn a_body_after_100_continue_has_the_body_timeout() {
+    let (header, body) = (Duration::from_millis(300), Duration::from_millis(2_000));
+    let addr = served_with(header, body).await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let did = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+    let json = format!(r#"{{"did":"{did}"}}"#);
+    let head = format!(
+        "POST /v1/auth/challenge HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        json.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut interim = [0u8; 25];
+    socket.read_exact(&mut interim).await.unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    let (first, rest) = json.split_at(5);
+    socket.write_all(first.as_bytes()).await.unwrap();
+    tokio::time::sleep(header * 3).await;
+    socket.write_all(rest.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut answer)).await.unwrap().unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
 }
 
 #[tokio::test]
