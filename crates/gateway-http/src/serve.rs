@@ -315,11 +315,12 @@ fn head_ends_in(tail: &[u8; 3], bytes: &[u8]) -> bool {
 
 /// The last three bytes of `tail` followed by `bytes`.
 fn last_three(tail: &[u8; 3], bytes: &[u8]) -> [u8; 3] {
-    let mut joined = [0u8; 6];
-    joined[..3].copy_from_slice(tail);
-    let k = bytes.len().min(3);
-    joined[3..3 + k].copy_from_slice(&bytes[bytes.len() - k..]);
-    [joined[k], joined[k + 1], joined[k + 2]]
+    match *bytes {
+        [.., a, b, c] => [a, b, c],
+        [a, b] => [tail[2], a, b],
+        [a] => [tail[1], tail[2], a],
+        [] => *tail,
+    }
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
