@@ -8,7 +8,8 @@
 # `bench` with `members` members (300 by default), and reads each member's own balance with its
 # own token (wrk, one thread, 8 connections, cycling over the members): 3 s of warm-up, then the
 # counters are zeroed, 10 s are counted, and the total is divided by the requests wrk completed.
-# Needs valgrind, wrk and python3; sends traffic only to 127.0.0.1.
+# Needs valgrind, wrk and python3; sends traffic only to 127.0.0.1. With CALLGRIND_KEEP=<file>,
+# the counted profile is copied there for callgrind_annotate.
 set -euo pipefail
 
 binary=${1:-target/release/gatewayd}
@@ -102,4 +103,5 @@ if [ "$refused" != 0 ]; then
     echo "callgrind-reads: $refused answers were not 2xx; the figure would not be a balance read's" >&2
     exit 1
 fi
+if [ -n "${CALLGRIND_KEEP:-}" ]; then cp "$dump" "$CALLGRIND_KEEP"; fi
 echo "$binary: $requests reads, $total instructions, $((total / requests)) instructions per read"

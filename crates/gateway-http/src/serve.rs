@@ -30,6 +30,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
+use inbound::Inbound;
+
+mod inbound;
+
 /// The edge's limits.
 #[derive(Clone)]
 pub struct EdgeLimits {
@@ -81,14 +85,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let mut http = http1::Builder::new();
-    // hyper's one header timer covers a head and the idle wait before it; set to the idle
-    // timeout it closes idle keep-alive connections (and makes hyper watch them), while
-    // `Guarded` holds each head to the shorter header timeout.
-    http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.idle_timeout)
-        .keep_alive(true)
-        .max_headers(100)
-        .max_buf_size(64 * 1024);
+    // hyper's one header timer would cover a head and the idle wait before it alike (and arm a
+    // new timer for every request): `Guarded` keeps both deadlines instead.
+    http.header_read_timeout(None).keep_alive(true).max_headers(100).max_buf_size(64 * 1024);
     let counts = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
     let (stop, stopped) = watch::channel(());
     // Every connection holds a receiver of `alive`: the drain waits until none is left.
@@ -202,28 +201,23 @@ fn canned(status: u16, reason: &str, body: &str, extra_headers: &str) -> String 
     )
 }
 
-/// What the connection is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// The next request: none of its bytes yet.
-    Awaiting,
-    /// The rest of a request head whose first bytes arrived.
-    Head,
-    /// The head arrived: the body and the answer are the application's to time.
-    Served,
-    /// Upgraded (a WebSocket): no deadline here any more.
-    Upgraded,
-}
-
 /// A socket keeping the edge's deadlines and giving hyper's own refusals the contract's body.
+///
+/// It follows the request heads through the bytes read ([`Inbound`]) and counts them against
+/// the final answers written. While a request waits for its answer, the application times it
+/// (the body deadline, the handlers); otherwise the connection waits for a request: for the
+/// head under way, its deadline runs from its first byte (the first request's from the
+/// connect), and with nothing of one yet, the idle deadline runs from the last answer.
 struct Guarded<T> {
     inner: T,
-    phase: Phase,
+    inbound: Inbound,
+    /// Heads seen whose final answer is not written yet.
+    unanswered: u64,
     /// Whether the connection is still on its first request (whose head is due from the
     /// connect, not from its first byte).
     first: bool,
-    /// The last three bytes read, to find a head's end across reads.
-    tail: [u8; 3],
+    /// Upgraded (a WebSocket): no deadline here any more, and the bytes are not followed.
+    upgraded: bool,
     deadline: Option<Pin<Box<Sleep>>>,
     header_timeout: Duration,
     idle_timeout: Duration,
@@ -235,9 +229,10 @@ impl<T> Guarded<T> {
     fn new(inner: T, limits: &EdgeLimits) -> Self {
         Self {
             inner,
-            phase: Phase::Awaiting,
+            inbound: Inbound::default(),
+            unanswered: 0,
             first: true,
-            tail: [0; 3],
+            upgraded: false,
             deadline: Some(Box::pin(tokio::time::sleep(limits.header_timeout))),
             header_timeout: limits.header_timeout,
             idle_timeout: limits.idle_timeout,
@@ -245,49 +240,64 @@ impl<T> Guarded<T> {
         }
     }
 
-    fn arm(&mut self, after: Duration) {
-        let at = Instant::now() + after;
+    fn arm(&mut self, at: Instant) {
         match &mut self.deadline {
             Some(sleep) => sleep.as_mut().reset(at),
             None => self.deadline = Some(Box::pin(tokio::time::sleep_until(at))),
         }
     }
 
-    /// Follows the bytes a read delivered through the request head.
+    /// Follows the bytes a read delivered.
     fn saw(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() || matches!(self.phase, Phase::Served | Phase::Upgraded) {
+        if bytes.is_empty() || self.upgraded {
             return;
         }
-        if self.phase == Phase::Awaiting {
-            self.phase = Phase::Head;
-            if !self.first {
-                // A later request's head is due within the header timeout of its first byte.
-                self.arm(self.header_timeout);
-            }
+        let followed = self.inbound.follow(bytes, Instant::now());
+        self.unanswered += followed.heads;
+        if let Some(since) = followed.began
+            && self.unanswered == 0
+            && !self.first
+        {
+            // A later request's head is due within the header timeout of its first byte.
+            self.arm(since + self.header_timeout);
         }
-        if head_ends_in(&self.tail, bytes) {
-            // The body and the answer are the application's to time. The timer is kept for the
-            // next request (re-armed, not re-made), and not looked at until then.
-            self.phase = Phase::Served;
-        }
-        self.tail = last_three(&self.tail, bytes);
     }
 
-    /// A response head is being written: an upgrade drops the deadlines, an answer makes the
-    /// connection wait for its next request. An interim answer (hyper's automatic `100
-    /// Continue`) is neither: the request goes on, and its body is the application's to time;
-    /// a final answer written in the same buffer behind it still counts.
+    /// A response head is being written: an upgrade drops the deadlines; a final answer ends
+    /// its request, and when no other request waits for one, the connection waits for the next
+    /// (the head already under way, or the idle time). An interim answer (hyper's automatic
+    /// `100 Continue`) is neither: the request goes on, and its body is the application's to
+    /// time; a final answer written in the same buffer behind it still counts.
     fn answering(&mut self, head: &[u8]) {
         let Some(head) = final_answer(head) else { return };
         if head.starts_with(b"HTTP/1.1 101 ") {
-            self.phase = Phase::Upgraded;
+            self.upgraded = true;
             self.deadline = None;
-        } else {
-            self.phase = Phase::Awaiting;
-            self.first = false;
-            self.tail = [0; 3];
-            self.arm(self.idle_timeout);
+            return;
         }
+        self.first = false;
+        if self.unanswered == 0 {
+            // An answer to a head this did not see end: whatever hyper read, it is between
+            // requests now.
+            self.inbound = Inbound::default();
+        }
+        self.unanswered = self.unanswered.saturating_sub(1);
+        if self.unanswered == 0 {
+            if matches!(self.inbound.at, inbound::At::Lost) {
+                // The body that was not followed is read: the answer is written.
+                self.inbound = Inbound::default();
+            }
+            let at = match self.inbound.head_since() {
+                Some(since) => since + self.header_timeout,
+                None => Instant::now() + self.idle_timeout,
+            };
+            self.arm(at);
+        }
+    }
+
+    /// Whether the edge times the connection now (no request waits for its answer).
+    fn timed(&self) -> bool {
+        !self.upgraded && self.unanswered == 0
     }
 }
 
@@ -301,28 +311,6 @@ fn final_answer(mut head: &[u8]) -> Option<&[u8]> {
     head.starts_with(b"HTTP/1.1 ").then_some(head)
 }
 
-/// Whether the blank line that ends a request head is in `bytes`, or straddles the three bytes
-/// read before them (`tail`) and `bytes`.
-fn head_ends_in(tail: &[u8; 3], bytes: &[u8]) -> bool {
-    static BLANK_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\r\n\r\n"));
-    let mut seam = [0u8; 6];
-    seam[..3].copy_from_slice(tail);
-    let k = bytes.len().min(3);
-    seam[3..3 + k].copy_from_slice(&bytes[..k]);
-    seam[..3 + k].windows(4).any(|w| w == b"\r\n\r\n") || BLANK_LINE.find(bytes).is_some()
-}
-
-/// The last three bytes of `tail` followed by `bytes`.
-fn last_three(tail: &[u8; 3], bytes: &[u8]) -> [u8; 3] {
-    match *bytes {
-        [.., a, b, c] => [a, b, c],
-        [a, b] => [tail[2], a, b],
-        [a] => [tail[1], tail[2], a],
-        [] => *tail,
-    }
-}
-
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
@@ -334,11 +322,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
             Poll::Pending => {
-                if matches!(this.phase, Phase::Awaiting | Phase::Head)
+                if this.timed()
                     && let Some(deadline) = &mut this.deadline
                     && deadline.as_mut().poll(cx).is_ready()
                 {
-                    if this.phase == Phase::Head {
+                    if this.inbound.in_head() {
                         // Part of a head arrived: the client is owed an answer, if it still reads.
                         let body = r#"{"error":"the request's headers did not arrive within the time allowed","code":"REQUEST_TIMEOUT","details":{}}"#;
                         let answer = canned(408, "Request Timeout", body, "");
@@ -371,7 +359,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
         // A response head starts every answer; the answer's body chunks never start like one.
-        if this.phase != Phase::Upgraded && buf.starts_with(b"HTTP/1.1 ") {
+        if !this.upgraded && buf.starts_with(b"HTTP/1.1 ") {
             if let Some((status, reason, message)) = hypers_refusal(buf) {
                 // hyper's bodiless refusal: the contract's goes out instead, and the original is
                 // reported written.
@@ -381,6 +369,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
                 return Poll::Ready(Ok(buf.len()));
             }
             this.answering(buf);
+            // The deadline the answer armed must wake the connection even if hyper does not
+            // read again until the client sends something: its timer is registered now.
+            if this.timed()
+                && let Some(deadline) = &mut this.deadline
+                && deadline.as_mut().poll(cx).is_ready()
+            {
+                cx.waker().wake_by_ref();
+            }
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
     }
@@ -416,7 +412,6 @@ impl<T: AsyncWrite + Unpin> Guarded<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn interim_answers_are_looked_past() {
@@ -429,42 +424,5 @@ mod tests {
         let switching = b"HTTP/1.1 101 Switching Protocols\r\n\r\n".as_slice();
         assert_eq!(final_answer(switching), Some(switching), "an upgrade is final");
         assert_eq!(final_answer(b"HTTP/1.1 100 Contin"), None, "a cut interim head");
-    }
-
-    /// The head's end as a byte-by-byte search over everything read so far finds it.
-    fn naive(read: &[u8]) -> bool {
-        read.windows(4).any(|w| w == b"\r\n\r\n")
-    }
-
-    proptest! {
-        /// However a request is cut into reads, the end of its head is seen in the read that
-        /// completes the blank line, and in no read before it.
-        #[test]
-        fn the_head_end_is_found_across_any_split(
-            text in proptest::collection::vec(prop_oneof![Just(b'\r'), Just(b'\n'), Just(b'a')], 0..40),
-            cuts in proptest::collection::vec(1usize..8, 1..12),
-        ) {
-            let (mut tail, mut read, mut at, mut seen) = ([0u8; 3], Vec::new(), 0, false);
-            for cut in cuts.iter().cycle().take(64) {
-                if at >= text.len() {
-                    break;
-                }
-                let chunk = &text[at..(at + cut).min(text.len())];
-                let before = naive(&read);
-                read.extend_from_slice(chunk);
-                let found = head_ends_in(&tail, chunk);
-                if !before {
-                    prop_assert_eq!(found, naive(&read), "read {:?} then {:?}", &read[..at], chunk);
-                }
-                seen |= found;
-                tail = last_three(&tail, chunk);
-                let mut expected = [0u8; 3];
-                let padded: Vec<u8> = [&[0u8; 3][..], &read].concat();
-                expected.copy_from_slice(&padded[padded.len() - 3..]);
-                prop_assert_eq!(tail, expected);
-                at += chunk.len();
-            }
-            prop_assert_eq!(seen, naive(&read));
-        }
     }
 }

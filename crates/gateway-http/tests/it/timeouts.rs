@@ -128,6 +128,44 @@ async fn a_body_that_stalls_is_answered_408() {
     assert!(started.elapsed() >= BODY - Duration::from_millis(50), "{:?}", started.elapsed());
 }
 
+/// A head pipelined behind a request, in the same write, and never finished: hyper holds its
+/// first bytes while it answers the first request, and the head is still due within the head
+/// timeout of its first byte (not the idle timeout).
+#[tokio::test]
+async fn a_pipelined_head_left_unfinished_is_answered_408() {
+    let addr = served().await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let started = Instant::now();
+    socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let answers = read_to_close(&mut socket).await;
+    let took = started.elapsed();
+    let second = answers.find("HTTP/1.1 408 ").unwrap_or_else(|| panic!("no 408: {answers}"));
+    assert!(answers.starts_with("HTTP/1.1 200 "), "{answers}");
+    assert_contract_answer(&answers[second..], 408, "REQUEST_TIMEOUT");
+    assert!(took >= HEADER - Duration::from_millis(50) && took < IDLE, "the head timeout, not the idle one: {took:?}");
+}
+
+/// Pipelined requests, one with a body full of blank lines, are all answered; then the
+/// connection waits for its next request for the idle time, and closes without an answer.
+#[tokio::test]
+async fn pipelined_requests_with_bodies_are_answered_then_the_connection_idles() {
+    let addr = served().await;
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let json = "{\"did\":\r\n\r\n\"did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK\"}";
+    let requests = format!(
+        "POST /v1/auth/challenge HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}\
+         GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        json.len()
+    );
+    let started = Instant::now();
+    socket.write_all(requests.as_bytes()).await.unwrap();
+    let answers = read_to_close(&mut socket).await;
+    let took = started.elapsed();
+    assert_eq!(answers.matches("HTTP/1.1 200 ").count(), 2, "{answers}");
+    assert!(!answers.contains("HTTP/1.1 408 "), "{answers}");
+    assert!(took >= IDLE - Duration::from_millis(50) && took < IDLE * 3, "{took:?}");
+}
+
 /// After hyper's automatic `100 Continue`, the body is timed by the body timeout, not by the
 /// (shorter) head timeout: a body that takes longer than a head may, but less than a body may,
 /// is served.
