@@ -234,3 +234,27 @@ async fn what_hyper_refuses_by_itself_carries_the_contract_body() {
     huge.write_all(head.as_bytes()).await.unwrap();
     assert_contract_answer(&read_to_close(&mut huge).await, 431, "BAD_REQUEST");
 }
+
+/// A request of exactly 100 header lines is served; one more is refused 431 with the contract
+/// body (hyper's default limit, which the server keeps by not naming one).
+#[tokio::test]
+async fn a_head_holds_at_most_100_headers() {
+    let addr = served().await;
+    let head_with = |extra: usize| {
+        // Host and Connection, then the extra lines.
+        let mut head = String::from("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+        for n in 0..extra {
+            head.push_str(&format!("X-Header-{n}: value\r\n"));
+        }
+        head.push_str("\r\n");
+        head
+    };
+    let mut hundred = TcpStream::connect(addr).await.unwrap();
+    hundred.write_all(head_with(98).as_bytes()).await.unwrap();
+    let answer = read_to_close(&mut hundred).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "100 headers are served: {answer}");
+
+    let mut hundred_and_one = TcpStream::connect(addr).await.unwrap();
+    hundred_and_one.write_all(head_with(99).as_bytes()).await.unwrap();
+    assert_contract_answer(&read_to_close(&mut hundred_and_one).await, 431, "BAD_REQUEST");
+}
