@@ -168,21 +168,26 @@ pub fn new_request_id() -> HeaderValue {
     uuid_v4(rand::random())
 }
 
-/// The hyphenated text of a version 4 UUID made of `bytes`.
+/// The hyphenated text of a version 4 UUID made of `bytes`: each byte's two hex digits from a
+/// table, into fixed places (a request id is made for every request).
 fn uuid_v4(mut bytes: [u8; 16]) -> HeaderValue {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    /// Where each byte's two digits go in `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+    const HEX_PAIRS: [[u8; 2]; 256] = {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut pairs = [[0u8; 2]; 256];
+        let mut i = 0;
+        while i < 256 {
+            pairs[i] = [HEX[i >> 4], HEX[i & 0x0f]];
+            i += 1;
+        }
+        pairs
+    };
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let mut text = [0u8; 36];
-    let mut at = 0;
-    for (i, byte) in bytes.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            text[at] = b'-';
-            at += 1;
-        }
-        text[at] = HEX[usize::from(byte >> 4)];
-        text[at + 1] = HEX[usize::from(byte & 0x0f)];
-        at += 2;
+    let mut text = *b"00000000-0000-0000-0000-000000000000";
+    for (byte, at) in bytes.iter().zip(AT) {
+        text[at..at + 2].copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
     }
     HeaderValue::from_bytes(&text).expect("hex digits and hyphens are a valid header value")
 }
@@ -482,6 +487,8 @@ mod tests {
     fn request_ids_are_version_4_uuids() {
         assert_eq!(uuid_v4([0; 16]).to_str().unwrap(), "00000000-0000-4000-8000-000000000000");
         assert_eq!(uuid_v4([0xff; 16]).to_str().unwrap(), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        let counting: [u8; 16] = std::array::from_fn(|i| (i as u8) * 0x11);
+        assert_eq!(uuid_v4(counting).to_str().unwrap(), "00112233-4455-4677-8899-aabbccddeeff");
         let ids: std::collections::HashSet<String> =
             (0..1000).map(|_| new_request_id().to_str().unwrap().to_owned()).collect();
         assert_eq!(ids.len(), 1000, "every id is new");

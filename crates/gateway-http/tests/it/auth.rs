@@ -265,6 +265,34 @@ fn forge(token: &str, edit: impl FnOnce(&mut Value), header: Option<Value>) -> S
     format!("{header}.{}.{}", URL_SAFE_NO_PAD.encode(claims.to_string()), parts[2])
 }
 
+/// The Authorization header is read with `HeaderValue::to_str`: visible ASCII and tabs.
+/// Any other byte a header value may hold (obs-text, 0x80 to 0xff), anywhere in it, is a 401
+/// saying the header is malformed; a tab around the token is white space.
+#[tokio::test]
+async fn an_authorization_header_with_invisible_bytes_is_malformed() {
+    let app = TestApp::new().await;
+    let token = app.token(9, "c1", &["ledger:read"]).await;
+    let with_header = |value: Vec<u8>| {
+        let mut request = build(Method::GET, "/identity/did", None, None);
+        request
+            .headers_mut()
+            .insert(header::AUTHORIZATION, axum::http::HeaderValue::from_bytes(&value).expect("a header value"));
+        request
+    };
+    for bad in [0x80u8, 0xa0, 0xff] {
+        for at in [0, token.len() / 2, token.len()] {
+            let mut text = token.clone().into_bytes();
+            text.insert(at, bad);
+            let value = [b"Bearer ".as_slice(), &text].concat();
+            let response = app.send(with_header(value)).await;
+            response.assert_error(401, "AUTHENTICATION_FAILED");
+            assert_eq!(response.body["error"], "malformed Authorization header", "byte {bad:#x} at {at}");
+        }
+    }
+    let tabbed = app.send(with_header(format!("Bearer {token}\t").into_bytes())).await;
+    assert_eq!(tabbed.status, StatusCode::OK, "{}", tabbed.body);
+}
+
 #[tokio::test]
 async fn bad_tokens_are_401_with_www_authenticate() {
     let app = TestApp::new().await;
