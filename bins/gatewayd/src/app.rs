@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::Router;
+use axum::extract::ConnectInfo;
 use gateway_auth::TokenConfig;
 use gateway_core::SystemClock;
 use gateway_http::state::AssembleOptions;
@@ -172,7 +172,7 @@ pub async fn serve(
     );
     background.spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
     let sockets = ws.shutdown_handle();
-    let app = gateway_http::router_with(state, gateway_ws::router(ws), gateway_ws::openapi());
+    let app = gateway_http::app_with(state, gateway_ws::router(ws), gateway_ws::openapi());
     // On SIGTERM/SIGINT: every socket gets Shutdown{reason, reconnect_after_ms} and a close
     // frame first (axum does not track upgraded sockets), then HTTP drains.
     let shutdown = async move {
@@ -232,7 +232,7 @@ pub fn tls_server_config(files: &TlsFiles) -> anyhow::Result<rustls::ServerConfi
 /// Serves over TLS 1.3 only, draining on shutdown.
 async fn serve_tls(
     listener: TcpListener,
-    app: Router,
+    app: gateway_http::hot::Gateway,
     server: rustls::ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -246,7 +246,11 @@ async fn serve_tls(
     });
     axum_server::from_tcp_rustls(listener.into_std()?, tls)
         .handle(handle)
-        .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+        // Each connection's service is the app with the client's address, as over plain HTTP.
+        .serve(tower::service_fn(move |remote: SocketAddr| {
+            let app = tower_http::add_extension::AddExtension::new(app.clone(), ConnectInfo(remote));
+            std::future::ready(Ok::<_, std::convert::Infallible>(app))
+        }))
         .await?;
     Ok(())
 }

@@ -239,7 +239,15 @@ impl<S> tower::Layer<S> for EdgeLayer {
     type Service = Edge<S>;
 
     fn layer(&self, inner: S) -> Edge<S> {
-        Edge { shared: self.shared.clone(), inner }
+        Edge { shared: self.shared.clone(), inner, route: None }
+    }
+}
+
+impl EdgeLayer {
+    /// The edge of a service that serves one route template outside the router (the balance
+    /// read, [`crate::hot`]): its requests are labelled `route`, as the router's would be.
+    pub fn for_route<S>(&self, route: &'static str, inner: S) -> Edge<S> {
+        Edge { shared: self.shared.clone(), inner, route: Some(route) }
     }
 }
 
@@ -248,14 +256,34 @@ impl<S> tower::Layer<S> for EdgeLayer {
 pub struct Edge<S> {
     shared: Arc<Shared>,
     inner: S,
+    /// The route template of every request, when the inner service serves one route itself;
+    /// otherwise the router's match ([`MatchedPath`]).
+    route: Option<&'static str>,
+}
+
+/// The route a request matched, for its metrics and access line.
+enum Route {
+    /// The router's match (axum shares it: cloning it allocates nothing).
+    Matched(MatchedPath),
+    /// A route served outside the router.
+    Fixed(&'static str),
+}
+
+impl Route {
+    fn as_str(&self) -> &str {
+        match self {
+            Route::Matched(path) => path.as_str(),
+            Route::Fixed(route) => route,
+        }
+    }
 }
 
 /// What the edge learnt of a request before passing it on, for its answer.
 struct Seen {
     started: Instant,
     method: Method,
-    /// The matched route template (axum shares it: cloning it allocates nothing).
-    route: Option<MatchedPath>,
+    /// The matched route template.
+    route: Option<Route>,
     request_id: HeaderValue,
     client: IpAddr,
     exempt: bool,
@@ -283,7 +311,10 @@ where
         let Shared { state, cors } = &*self.shared;
         let request_id = request_id(&state.limits, &request);
         request.headers_mut().insert(REQUEST_ID, request_id.clone());
-        let route = request.extensions().get::<MatchedPath>().cloned();
+        let route = match self.route {
+            Some(route) => Some(Route::Fixed(route)),
+            None => request.extensions().get::<MatchedPath>().cloned().map(Route::Matched),
+        };
         let client = request_client_ip(&state.limits, &request);
         // A trusted proxy is never quarantined: its clients are, by the address it forwards.
         let exempt = state.limits.is_trusted(client);
@@ -391,7 +422,7 @@ where
 fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
     let Shared { state, cors } = shared;
     let Seen { started, method, route, request_id, client, exempt, swagger, allow_origin } = seen;
-    let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
+    let route = route.as_ref().map_or(UNMATCHED, Route::as_str);
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
     state.http_metrics.record(&method, route, status, elapsed);

@@ -26,6 +26,16 @@ use crate::state::AppState;
 /// ([`identity_route`]): every other protected route answers it 403 with
 /// `details.reason = "identity_only"`, so a route added later is closed to it by default.
 pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    authenticated(&state, request, |request| next.run(request)).await
+}
+
+/// [`authenticate`] with the rest of the request's handling given as `run` (the route behind the
+/// layer, or a route served outside the router: [`crate::hot`]).
+pub(crate) async fn authenticated<F, Fut>(state: &AppState, request: Request, run: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     let token = match bearer_token(&request) {
         Ok(token) => token,
         Err(err) => return err.into_response(),
@@ -81,14 +91,14 @@ pub async fn authenticate(State(state): State<AppState>, request: Request, next:
             // Its check's future is large and rarely needed: boxed, so that this future, which
             // every protected request moves around, stays small.
             let checked = if crate::signing::applies(&request) {
-                Box::pin(crate::signing::check(&state, &caller, request)).await
+                Box::pin(crate::signing::check(state, &caller, request)).await
             } else {
                 Ok(request)
             };
             match checked {
                 Ok(mut request) => {
                     request.extensions_mut().insert(caller);
-                    next.run(request).await
+                    run(request).await
                 }
                 Err(refusal) => refusal,
             }

@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -76,11 +75,38 @@ impl Default for EdgeLimits {
     }
 }
 
+/// What can be served: the API as served ([`crate::hot::Gateway`]), or a bare [`axum::Router`].
+pub trait App:
+    tower::Service<
+        axum::http::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> App for S where
+    S: tower::Service<
+            axum::http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
 /// (at most `limits.drain`).
-pub async fn serve(
+pub async fn serve<S: App>(
     listener: TcpListener,
-    app: Router,
+    app: S,
     limits: EdgeLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {

@@ -116,7 +116,7 @@ pub fn applies(request: &Request) -> bool {
     is_signed(request) || is_critical_request(request)
 }
 
-fn is_signed(request: &Request) -> bool {
+pub(crate) fn is_signed(request: &Request) -> bool {
     request.headers().contains_key(SIGNATURE_INPUT) || request.headers().contains_key(SIGNATURE)
 }
 

@@ -11,6 +11,7 @@ mod edge;
 mod errors;
 mod governance;
 mod headers;
+mod hot;
 mod idempotency;
 mod ledger;
 mod limits;
