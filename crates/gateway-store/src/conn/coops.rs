@@ -90,7 +90,7 @@ pub(crate) fn member_from_row(row: MemberRow) -> Result<MemberRecord, Error> {
 #[async_trait]
 impl CoopTx for Conn<'_> {
     async fn coop(&mut self, id: &CoopId) -> Result<Option<CoopRecord>, Error> {
-        let sql = format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1");
+        let sql = super::shaped("coop", 0, || format!("SELECT {COOP_COLUMNS} FROM coops c WHERE c.id = $1"));
         let row: Option<CoopRow> = self.fetch_optional(&sql, args![id.as_str()]).await?;
         row.map(coop_from_row).transpose()
     }
@@ -107,11 +107,13 @@ impl CoopTx for Conn<'_> {
         const CHUNK: usize = 10_000;
         let mut members = Vec::with_capacity(dids.len());
         for chunk in dids.chunks(CHUNK) {
-            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
-            let sql = format!(
-                "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
-                placeholders.join(", ")
-            );
+            let sql = super::shaped("members_among", chunk.len(), || {
+                let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+                format!(
+                    "SELECT did, role, joined_at, credit_limit FROM members WHERE coop_id = $1 AND did IN ({})",
+                    placeholders.join(", ")
+                )
+            });
             let mut args = vec![Arg::from(coop.as_str())];
             args.extend(chunk.iter().map(|did| Arg::from(did.as_str())));
             let rows: Vec<MemberRow> = self.fetch_all(&sql, &args).await?;

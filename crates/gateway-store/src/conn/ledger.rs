@@ -182,13 +182,15 @@ impl LedgerTx for Conn<'_> {
         if self.is_sqlite() {
             // The single writer holds the only write transaction: plain reads are locks, and one
             // query reads every account.
-            let conditions: Vec<String> = (0..accounts.len())
-                .map(|i| format!("(account = ${} AND currency = ${})", 2 * i + 2, 2 * i + 3))
-                .collect();
-            let sql = format!(
-                "SELECT account, currency, balance FROM balances WHERE coop_id = $1 AND ({})",
-                conditions.join(" OR ")
-            );
+            let sql = super::shaped("lock_balances", accounts.len(), || {
+                let conditions: Vec<String> = (0..accounts.len())
+                    .map(|i| format!("(account = ${} AND currency = ${})", 2 * i + 2, 2 * i + 3))
+                    .collect();
+                format!(
+                    "SELECT account, currency, balance FROM balances WHERE coop_id = $1 AND ({})",
+                    conditions.join(" OR ")
+                )
+            });
             let mut args = vec![Arg::from(coop.as_str())];
             for (account, currency) in accounts {
                 args.extend([Arg::from(account), Arg::from(currency.as_str())]);
@@ -235,15 +237,17 @@ impl LedgerTx for Conn<'_> {
         if deltas.is_empty() {
             return Ok(());
         }
-        let rows: Vec<String> =
-            (0..deltas.len()).map(|i| format!("($1, ${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4)).collect();
-        let sql = format!(
-            "INSERT INTO balances (coop_id, account, currency, balance) \
-             VALUES {} \
-             ON CONFLICT (coop_id, account, currency) \
-             DO UPDATE SET balance = balances.balance + excluded.balance",
-            rows.join(", ")
-        );
+        let sql = super::shaped("apply_deltas", deltas.len(), || {
+            let rows: Vec<String> =
+                (0..deltas.len()).map(|i| format!("($1, ${}, ${}, ${})", 3 * i + 2, 3 * i + 3, 3 * i + 4)).collect();
+            format!(
+                "INSERT INTO balances (coop_id, account, currency, balance) \
+                 VALUES {} \
+                 ON CONFLICT (coop_id, account, currency) \
+                 DO UPDATE SET balance = balances.balance + excluded.balance",
+                rows.join(", ")
+            )
+        });
         let mut args = vec![Arg::from(coop.as_str())];
         for (account, currency, delta) in deltas {
             args.extend([Arg::from(*account), Arg::from(currency.as_str()), Arg::from(delta.micros())]);
@@ -273,10 +277,12 @@ impl LedgerTx for Conn<'_> {
 
     async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
         let leg = r.conversion.as_ref();
-        let sql = format!(
-            "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-        );
+        let sql = super::shaped("insert_transaction", 0, || {
+            format!(
+                "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            )
+        });
         self.execute(
             &sql,
             args![

@@ -292,6 +292,33 @@ fn with_numbered<T>(sql: &str, run: impl FnOnce(&str) -> T) -> T {
     })
 }
 
+thread_local! {
+    /// Statement texts built from a shape ([`shaped`]), by their site and shape.
+    static SHAPED: std::cell::RefCell<std::collections::HashMap<(&'static str, usize), std::sync::Arc<str>, foldhash::fast::FixedState>> =
+        const { std::cell::RefCell::new(std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0))) };
+}
+
+/// The statement text `build` makes for `shape` (a list's length, or 0 for a text that never
+/// changes), built once per thread for each `site` and shape: the writer runs the same few
+/// statements for every job, and building their texts (`format!`, a list of fragments, a join)
+/// was work it redid for each. The shapes are few (lists of one or two accounts or members),
+/// and longer lists are built every time rather than kept.
+pub(crate) fn shaped(site: &'static str, shape: usize, build: impl FnOnce() -> String) -> std::sync::Arc<str> {
+    /// The longest list whose text is kept.
+    const KEPT: usize = 8;
+    if shape > KEPT {
+        return build().into();
+    }
+    SHAPED.with(|texts| {
+        if let Some(text) = texts.borrow().get(&(site, shape)) {
+            return text.clone();
+        }
+        let text: std::sync::Arc<str> = build().into();
+        texts.borrow_mut().insert((site, shape), text.clone());
+        text
+    })
+}
+
 /// A byte that continues an identifier or a number: a `$` after one is part of the word.
 fn is_word_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' || !byte.is_ascii()
@@ -439,8 +466,29 @@ pub(crate) mod trust;
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
+    use std::cell::Cell;
 
-    use super::{NUMBERED, NUMBERED_TEXTS, numbered, with_numbered};
+    use super::{NUMBERED, NUMBERED_TEXTS, numbered, shaped, with_numbered};
+
+    /// A shaped text is built once per site and shape on a thread, and a list longer than the
+    /// kept ones is built every time.
+    #[test]
+    fn shaped_texts_are_built_once_per_site_and_shape() {
+        let builds = Cell::new(0);
+        let build = |n: usize| {
+            builds.set(builds.get() + 1);
+            format!("SELECT {n}")
+        };
+        assert_eq!(&*shaped("test_site", 2, || build(2)), "SELECT 2");
+        assert_eq!(&*shaped("test_site", 2, || build(99)), "SELECT 2", "kept");
+        assert_eq!(builds.get(), 1);
+        assert_eq!(&*shaped("test_site", 3, || build(3)), "SELECT 3", "another shape");
+        assert_eq!(&*shaped("other_site", 2, || build(7)), "SELECT 7", "another site");
+        assert_eq!(builds.get(), 3);
+        assert_eq!(&*shaped("test_site", 9, || build(9)), "SELECT 9");
+        assert_eq!(&*shaped("test_site", 9, || build(10)), "SELECT 10", "not kept");
+        assert_eq!(builds.get(), 5);
+    }
 
     /// The kept rewrite of a text is the rewrite of that text, on the first run and after, and
     /// the texts kept stay bounded however many distinct ones a thread runs.

@@ -44,10 +44,12 @@ pub(crate) fn notification_from_row(row: NotificationRow) -> Result<Notification
 #[async_trait]
 impl NotificationTx for Conn<'_> {
     async fn insert_notification(&mut self, n: &NotificationRecord) -> Result<(), Error> {
-        let sql = format!(
-            "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-        );
+        let sql = super::shaped("insert_notification", 0, || {
+            format!(
+                "INSERT INTO notifications ({NOTIFICATION_COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            )
+        });
         let data = n.data.to_string();
         self.execute(
             &sql,
