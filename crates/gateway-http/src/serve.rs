@@ -89,18 +89,9 @@ pub trait App:
 {
 }
 
-impl<S> App for S where
-    S: tower::Service<
-            axum::http::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-            Error = std::convert::Infallible,
-            Future: Send + 'static,
-        > + Clone
-        + Send
-        + Sync
-        + 'static
-{
-}
+impl App for axum::Router {}
+
+impl App for crate::hot::Gateway {}
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
 /// (at most `limits.drain`).
