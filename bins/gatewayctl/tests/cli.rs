@@ -1,4 +1,4 @@
-//! The `gatewayctl` binary run as a member would run it, against a real gateway router served
+//! The `gatewayctl` binary run as a member would run it, against a real gateway (the app) served
 //! in-process on 127.0.0.1:0 (in-memory store, production enrollment policy, a governance
 //! signing key): key files, login and the token cache, payments, errors with advice, and
 //! receipt verification on a good and a tampered receipt.
@@ -76,7 +76,7 @@ async fn gateway() -> String {
     let state = gateway_http::state::assemble(store, options).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = gateway_http::router(state);
+    let app = gateway_http::app(state);
     tokio::spawn(async move { gateway_http::serve(listener, app, std::future::pending()).await });
     url
 }

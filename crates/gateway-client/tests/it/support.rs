@@ -1,5 +1,5 @@
-//! A real gateway (the `gateway-http` router over an in-memory store) served on 127.0.0.1:0,
-//! and SDK clients logged in to it.
+//! A real gateway (the `gateway-http` app as gatewayd serves it, over an in-memory store) served
+//! on 127.0.0.1:0, and SDK clients logged in to it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,7 @@ impl Gateway {
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let app = gateway_http::router(state);
+        let app = gateway_http::app(state);
         let task = tokio::spawn(async move {
             let _ = gateway_http::serve(listener, app, std::future::pending()).await;
         });
