@@ -49,12 +49,6 @@ impl Gateway {
     pub(crate) fn new(state: AppState, router: Router, edge: &EdgeLayer) -> Self {
         Self { router, balance: edge.for_route(BALANCE_ROUTE, BalanceRead { state }) }
     }
-
-    /// The router alone, for what needs axum's own type (serving over TLS makes its services
-    /// from a router).
-    pub fn router(&self) -> &Router {
-        &self.router
-    }
 }
 
 /// Whether a request is a plain balance read the router would hand to [`ledger::balance`] with
