@@ -177,3 +177,42 @@ fn nothing_depends_on_the_binary() {
         assert!(!deps.contains("gatewayd"), "{krate} depends on the gatewayd binary");
     }
 }
+
+/// The `.rs` files under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|name| name == "target") {
+                continue;
+            }
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// `unsafe_code` is denied across the workspace; the one place allowed to lift it is the
+/// `sched_setattr(2)` call in `bins/gatewayd/src/workers.rs`, which nothing safe wraps.
+#[test]
+fn unsafe_code_is_allowed_in_one_function_only() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in ["crates", "bins", "xtask", "tests", "fuzz"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 50, "the walk found the sources: {}", files.len());
+    let allowing: Vec<String> = files
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).expect("source");
+            let name = path.strip_prefix(&root).expect("under the root").display().to_string();
+            let count = text.matches(concat!("allow(", "unsafe_code)")).count();
+            std::iter::repeat_n(name, count)
+        })
+        .collect();
+    assert_eq!(allowing, ["bins/gatewayd/src/workers.rs"], "where unsafe code is allowed");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
+    assert!(manifest.contains("unsafe_code = \"deny\""), "the workspace denies unsafe code");
+}

@@ -171,6 +171,17 @@ pub struct Settings {
     /// How long a quarantine lasts, seconds [default: 900].
     #[arg(long, env = "ICN_GATEWAY_QUARANTINE_SECS", global = true)]
     pub quarantine_secs: Option<u64>,
+    /// Worker threads serving requests [default: one per core this process may use].
+    #[arg(long, env = "ICN_GATEWAY_WORKERS", global = true)]
+    pub workers: Option<usize>,
+    /// Run worker i on the i-th core this process may use only [default: false]: for a host or
+    /// cpuset of the gateway's own (docs/DEPLOYMENT.md).
+    #[arg(long, env = "ICN_GATEWAY_PIN_WORKERS", global = true)]
+    pub pin_workers: Option<bool>,
+    /// The scheduler slice the workers ask Linux (6.12+) for, microseconds, 100 to 100000; 0
+    /// keeps the kernel's [default: 0].
+    #[arg(long, env = "ICN_GATEWAY_WORKER_SLICE_US", global = true)]
+    pub worker_slice_us: Option<u64>,
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
@@ -301,6 +312,8 @@ pub struct GatewayConfig {
     pub metrics: bool,
     /// When misbehaving addresses are quarantined.
     pub quarantine: gateway_limits::QuarantinePolicy,
+    /// How the runtime's workers run.
+    pub workers: crate::workers::WorkerTuning,
 }
 
 impl GatewayConfig {
@@ -401,6 +414,25 @@ impl GatewayConfig {
                 None => gateway_store::StoreOptions::default().postgres_max_connections,
             },
         };
+        let workers = crate::workers::WorkerTuning {
+            workers: match settings.workers.or(file.workers) {
+                Some(0) => bail!("--workers must be at least 1"),
+                Some(n) if n > 1024 => bail!("--workers {n}: at most 1024"),
+                Some(n) => n,
+                None => crate::workers::default_workers(),
+            },
+            pin: settings.pin_workers.or(file.pin_workers).unwrap_or(false),
+            slice: match settings.worker_slice_us.or(file.worker_slice_us) {
+                None | Some(0) => None,
+                Some(us) => {
+                    let slice = std::time::Duration::from_micros(us);
+                    if !(crate::workers::MIN_SLICE..=crate::workers::MAX_SLICE).contains(&slice) {
+                        bail!("--worker-slice-us {us}: between 100 and 100000 (Linux's bounds), or 0 for the kernel's");
+                    }
+                    Some(slice)
+                }
+            },
+        };
         let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
         let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
         if token_ttl == 0 || challenge_ttl == 0 {
@@ -454,6 +486,7 @@ impl GatewayConfig {
             log_format: settings.log_format.or(file.log_format).unwrap_or_default(),
             metrics: settings.metrics.or(file.metrics).unwrap_or(true),
             quarantine,
+            workers,
         })
     }
 
@@ -461,7 +494,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -498,6 +531,9 @@ impl GatewayConfig {
             self.quarantine.threshold,
             self.quarantine.window.as_secs(),
             self.quarantine.quarantine.as_secs(),
+            self.workers.workers,
+            self.workers.pin,
+            self.workers.slice.map_or(0, |slice| slice.as_micros()),
         )
     }
 }

@@ -8,6 +8,7 @@ pub mod init;
 mod keys;
 pub mod metrics;
 mod tasks;
+pub mod workers;
 
 pub use app::{Listeners, serve, tls_server_config};
 pub use config::{GatewayConfig, TlsFiles};

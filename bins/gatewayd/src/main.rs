@@ -3,6 +3,7 @@
 //! A thin binary: parse the configuration, initialise logging, bind the listeners and call the
 //! library's [`gatewayd::serve`] until SIGINT or SIGTERM.
 
+use anyhow::Context as _;
 use clap::Parser;
 
 /// mimalloc rather than the system allocator: under load, glibc's malloc and free took about a
@@ -19,14 +20,7 @@ use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction
 /// Runs the command; an error is printed as one message (with its causes, never a backtrace,
 /// whatever `RUST_BACKTRACE` says) and the exit status is 1.
 fn main() -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the runtime: {err}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(Cli::parse())) {
+    match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -35,7 +29,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Keystore { action: KeystoreAction::Init }) => return keystore_init(cli.settings.keystore),
         Some(Command::Keystore { action: KeystoreAction::Rotate }) => return keystore_rotate(cli.settings.keystore),
@@ -47,8 +41,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let _log_writer = init_tracing(config.log_format);
     match cli.command {
         None | Some(Command::Serve) => {
-            let listeners = gatewayd::Listeners::bind(&config).await?;
-            gatewayd::serve(config, listeners, shutdown_signal()).await?;
+            // The configuration says how the runtime's workers run, so it is built after it.
+            let (runtime, applied) = gatewayd::workers::runtime(config.workers).context("cannot start the runtime")?;
+            log_workers(&config.workers, &applied);
+            runtime.block_on(async {
+                let listeners = gatewayd::Listeners::bind(&config).await?;
+                gatewayd::serve(config, listeners, shutdown_signal()).await
+            })?;
             tracing::info!("stopped");
             Ok(())
         }
@@ -66,6 +65,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Keystore { .. } | Command::Init { .. }) => unreachable!("handled above"),
+    }
+}
+
+/// One start-up line on the workers, and a warning for each setting that could not be applied.
+fn log_workers(tuning: &gatewayd::workers::WorkerTuning, applied: &gatewayd::workers::Applied) {
+    tracing::info!(
+        workers = tuning.workers,
+        pinned_cpus = ?applied.pinned,
+        slice_us = tuning.slice.map(|slice| slice.as_micros()),
+        "runtime started"
+    );
+    for problem in &applied.problems {
+        tracing::warn!("{problem}");
     }
 }
 

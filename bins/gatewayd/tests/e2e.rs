@@ -94,3 +94,72 @@ fn config_check_and_start_up_errors_hide_the_database_password() {
     assert!(stderr.contains("opening the store postgres://gateway:***@127.0.0.1:1/gw"), "{stderr}");
     assert!(!stdout.contains("pa55-w0rd") && !stderr.contains("pa55-w0rd"), "{stdout}{stderr}");
 }
+
+/// The threads of process `pid` with their allowed CPUs (`Cpus_allowed_list`) and slice
+/// (`se.slice`, nanoseconds), read from `/proc`.
+fn threads_of(pid: u32) -> Vec<(String, String, Option<u64>)> {
+    let mut threads = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = entry.unwrap().path();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned()).unwrap_or_default()
+        };
+        let sched = std::fs::read_to_string(dir.join("sched")).unwrap_or_default();
+        let slice = sched.lines().find_map(|l| l.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse().ok());
+        threads.push((field("Name:"), field("Cpus_allowed_list:"), slice));
+    }
+    threads
+}
+
+/// `--workers 2 --pin-workers true --worker-slice-us 300`: two workers, each on one CPU of its
+/// own, both with a 300 µs slice; the start-up log says so; the gateway serves as before.
+#[tokio::test]
+async fn pinned_workers_with_a_short_slice_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = start(dir.path(), &["--workers", "2", "--pin-workers", "true", "--worker-slice-us", "300"]);
+    let (status, _) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
+    assert_eq!(status, 200);
+    let sliced: Vec<_> =
+        threads_of(gateway.child.id()).into_iter().filter(|(_, _, slice)| *slice == Some(300_000)).collect();
+    assert_eq!(sliced.len(), 2, "two threads with the 300 µs slice: {sliced:?}");
+    let mut cpus: Vec<&str> = sliced.iter().map(|(_, cpus, _)| cpus.as_str()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert_eq!(cpus.len(), 2, "each worker on a CPU of its own: {sliced:?}");
+    assert!(cpus.iter().all(|list| list.parse::<usize>().is_ok()), "one CPU each: {sliced:?}");
+    let logs = gateway.logs.lock().unwrap().join("\n");
+    assert!(logs.contains("runtime started workers=2 pinned_cpus=[") && logs.contains("slice_us=300"), "{logs}");
+    assert!(!logs.lines().any(|l| l.contains("WARN") && (l.contains("slice") || l.contains("pinning"))), "{logs}");
+}
+
+/// Out-of-range worker settings stop start-up with a message naming the setting; `config check`
+/// prints the resolved ones.
+#[test]
+fn worker_settings_are_checked_and_shown() {
+    let check = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+            .args(args)
+            .args(["config", "check"])
+            .env("ICN_GATEWAY_JWT_SECRET", "x".repeat(32))
+            .output()
+            .unwrap()
+    };
+    for (args, message) in [
+        (&["--workers", "0"][..], "--workers must be at least 1"),
+        (&["--workers", "5000"][..], "--workers 5000: at most 1024"),
+        (&["--worker-slice-us", "50"][..], "--worker-slice-us 50: between 100 and 100000"),
+        (&["--worker-slice-us", "100001"][..], "--worker-slice-us 100001: between 100 and 100000"),
+    ] {
+        let output = check(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(message), "{args:?}: {stderr}");
+    }
+    let output = check(&["--workers", "3", "--pin-workers", "true", "--worker-slice-us", "250"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("workers = 3\npin_workers = true\nworker_slice_us = 250"), "{stdout}");
+    let output = check(&[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("pin_workers = false\nworker_slice_us = 0"), "{stdout}");
+}

@@ -1,12 +1,14 @@
 //! The `ceiling` scenario: the gateway's authenticated balance read set against what answers the
-//! same request with less to do, on the same machine, from the same generator, in one run:
+//! same request with less to do, on the same machine, from the same generator, in one run. The
+//! gateway runs with its workers set up for a host of its own ([`DEDICATED`]: pinned, a 300 µs
+//! slice) and, beside it, with tokio's default workers; the ratios are the first's. Against:
 //!
 //! - the HAProxy peer of `shared/peers/haproxy-balance.cfg` (HS256 check, a per-subject counter,
 //!   a constant body), when `haproxy` is installed;
 //! - `xtask baseline bare`: axum answering a constant body of the gateway's balance shape;
 //! - `xtask baseline jwt`: the same plus an HS256 bearer check with `jsonwebtoken`.
 //!
-//! The four are alternated for `--rounds` rounds of `--seconds` each. The generator is `wrk`
+//! The five are alternated for `--rounds` rounds of `--seconds` each. The generator is `wrk`
 //! (two threads, `--latency`) when it is on `PATH`, with a Lua script that cycles over
 //! [`SUBJECTS`] tokens and paths; otherwise the built-in closed loop, which says so.
 
@@ -186,12 +188,20 @@ fn wrk_millis(text: &str) -> Option<f64> {
     Some(number * factor)
 }
 
+/// The flags of the gateway measured first, against which every other system's ratio is
+/// printed: its workers set up for a host of its own (docs/DEPLOYMENT.md), one per core, each on
+/// its own core, with a 300 µs scheduler slice. The same gateway with tokio's default workers is
+/// measured beside it.
+const DEDICATED: [&str; 4] = ["--pin-workers", "true", "--worker-slice-us", "300"];
+
 pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
-    let gateway = start_gateway(options, dir, &[])?;
+    let gateway = start_gateway(options, &dir.join("dedicated"), &DEDICATED)?;
+    let default = start_gateway(options, &dir.join("default"), &[])?;
     // Idle: started, nothing asked of it yet.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let idle = crate::client::rss(gateway.pid());
     setup(&gateway.addr).await?;
+    setup(&default.addr).await?;
     // The baselines answer what the gateway answers for a member (the same bytes, so the same
     // length), whatever the path.
     let mut conn = Connection::open(&gateway.addr).await?;
@@ -204,7 +214,10 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
     let bare = start_baseline("bare", &body)?;
     let jwt = start_baseline("jwt", &body)?;
     let peer = start_peer()?;
-    let mut targets = vec![("gateway balance read".to_owned(), gateway.addr.clone())];
+    let mut targets = vec![
+        ("gateway balance read, dedicated workers".to_owned(), gateway.addr.clone()),
+        ("gateway balance read, default workers".to_owned(), default.addr.clone()),
+    ];
     if let Some((_, addr)) = &peer {
         targets.push(("HAProxy peer".to_owned(), addr.clone()));
     }
@@ -239,13 +252,19 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
     for (i, (name, _)) in targets.iter().enumerate().skip(1) {
         let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
         let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
-        println!("gateway / {name}, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+        println!("gateway (dedicated) / {name}, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
     }
-    let p99 = rounds.iter().map(|r| r[0].p99).sum::<f64>() / n;
-    let rps = rounds.iter().map(|r| r[0].rps).sum::<f64>() / n;
-    println!("gateway, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms");
+    for (i, (name, _)) in targets.iter().enumerate().take(2) {
+        let p99 = rounds.iter().map(|r| r[i].p99).sum::<f64>() / n;
+        let rps = rounds.iter().map(|r| r[i].rps).sum::<f64>() / n;
+        println!("{name}, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms");
+    }
     let after = crate::client::rss(gateway.pid());
-    println!("gateway resident set: idle {:.1} MB, after the reads {:.1} MB\n", idle as f64 / 1e6, after as f64 / 1e6);
+    println!(
+        "gateway (dedicated) resident set: idle {:.1} MB, after the reads {:.1} MB\n",
+        idle as f64 / 1e6,
+        after as f64 / 1e6
+    );
     Ok(())
 }
 

@@ -1,0 +1,305 @@
+//! The runtime's worker threads: how many there are, whether each runs on a core of its own, and
+//! the scheduler slice they ask Linux for (`--workers`, `--pin-workers`, `--worker-slice-us`).
+//!
+//! By default the workers are tokio's: one per core this process may use, free to run on any of
+//! them, with the kernel's slice. That is right on a shared host. On a host (or a container with a
+//! cpuset) of the gateway's own, two settings cut the slowest answers:
+//!
+//! - **Pinned workers.** The scheduler balances threads, not work: with two cores, two busy
+//!   workers and two other busy threads, it often keeps both workers on one core, where each waits
+//!   a whole tick (4 ms at 250 Hz) while the other runs, and every connection queued on the waiting
+//!   one waits with it. Pinned, worker *i* runs only on the *i*-th allowed core, so the two never
+//!   queue behind each other. Threads of the blocking pool (started later, by a worker) are given
+//!   back every allowed core.
+//! - **A short slice.** Linux 6.12 and later let a thread ask for a shorter turn (EEVDF's custom
+//!   slice, 0.1–100 ms; the default is about 0.7 ms times 1 + log₂ of the cores). A shorter slice
+//!   gives a worker an earlier deadline when a request wakes it, so it runs sooner, and hands the
+//!   core back sooner. Its share of the CPU stays the same.
+//!
+//! docs/PERFORMANCE.md has the figures (p99 of balance reads at 64 connections, with the load
+//! generator on the same two cores).
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+/// The shortest slice Linux grants (shorter requests are raised to it).
+pub const MIN_SLICE: Duration = Duration::from_micros(100);
+/// The longest slice Linux grants.
+pub const MAX_SLICE: Duration = Duration::from_millis(100);
+
+/// How the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerTuning {
+    /// Worker threads (at least 1).
+    pub workers: usize,
+    /// Whether worker *i* runs only on the *i*-th CPU this process may use (modulo their number).
+    pub pin: bool,
+    /// The slice the workers ask the scheduler for; `None` keeps the kernel's.
+    pub slice: Option<Duration>,
+}
+
+impl Default for WorkerTuning {
+    fn default() -> Self {
+        Self { workers: default_workers(), pin: false, slice: None }
+    }
+}
+
+/// tokio's default: one worker per core this process may use.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// What applying a [`WorkerTuning`] did, for the start-up log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The CPU each pinned worker runs on, in the order the workers started.
+    pub pinned: Vec<usize>,
+    /// Workers whose slice the kernel took.
+    pub sliced: usize,
+    /// What could not be done (each once), in words; the workers run without it.
+    pub problems: Vec<String>,
+}
+
+impl Applied {
+    fn problem(&mut self, text: String) {
+        if !self.problems.contains(&text) {
+            self.problems.push(text);
+        }
+    }
+}
+
+/// Threads started so far and what was done to the workers among them.
+#[derive(Default)]
+struct Started {
+    threads: usize,
+    applied: Applied,
+}
+
+/// Builds the multi-threaded runtime the gateway serves on, with its workers set up as `tuning`
+/// says. Returns once every worker has started.
+///
+/// tokio starts the workers while building the runtime, before anything can ask for a blocking
+/// thread, so the first `tuning.workers` threads that start are the workers.
+pub fn runtime(tuning: WorkerTuning) -> std::io::Result<(tokio::runtime::Runtime, Applied)> {
+    let allowed = if tuning.pin { allowed_cpus()? } else { Vec::new() };
+    let state = Arc::new((Mutex::new(Started::default()), Condvar::new()));
+    let hook = Arc::clone(&state);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(tuning.workers)
+        .enable_all()
+        .on_thread_start(move || {
+            let (lock, started_cv) = &*hook;
+            let mut started = lock.lock().unwrap_or_else(PoisonError::into_inner);
+            let index = started.threads;
+            started.threads += 1;
+            if index < tuning.workers {
+                if !allowed.is_empty() {
+                    let cpu = allowed[index % allowed.len()];
+                    match set_affinity(&[cpu]) {
+                        Ok(()) => started.applied.pinned.push(cpu),
+                        Err(err) => started.applied.problem(format!("pinning a worker to CPU {cpu}: {err}")),
+                    }
+                }
+                if let Some(slice) = tuning.slice {
+                    match request_slice(slice) {
+                        Ok(()) => started.applied.sliced += 1,
+                        Err(err) => {
+                            started.applied.problem(format!("asking for a {} µs slice: {err}", slice.as_micros()))
+                        }
+                    }
+                }
+                started_cv.notify_all();
+            } else if !allowed.is_empty() {
+                // Started by a pinned worker, this thread inherited its one CPU. Should this fail
+                // (the cpuset changed since the start), it keeps that CPU: slower, never wrong.
+                let _ = set_affinity(&allowed);
+            }
+        })
+        .build()?;
+    let (lock, started_cv) = &*state;
+    let (started, timeout) = started_cv
+        .wait_timeout_while(lock.lock().unwrap_or_else(PoisonError::into_inner), Duration::from_secs(10), |s| {
+            s.threads < tuning.workers
+        })
+        .unwrap_or_else(PoisonError::into_inner);
+    if timeout.timed_out() {
+        return Err(std::io::Error::other(format!(
+            "{} of {} workers started within 10 s",
+            started.threads, tuning.workers
+        )));
+    }
+    Ok((runtime, started.applied.clone()))
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU).filter(|&cpu| set.is_set(cpu)).collect())
+}
+
+/// Lets the calling thread run on `cpus` only.
+fn set_affinity(cpus: &[usize]) -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu);
+    }
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+/// The slice the calling thread runs with (`se.slice` of `/proc/thread-self/sched`), when the
+/// kernel shows it.
+pub fn current_slice() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse().ok())
+        .map(Duration::from_nanos)
+}
+
+/// Asks the scheduler for `slice` (clamped to [`MIN_SLICE`]..=[`MAX_SLICE`]) for the calling
+/// thread, keeping its policy (normal) and nice value; checks that the kernel took it.
+#[cfg(target_os = "linux")]
+fn request_slice(slice: Duration) -> std::io::Result<()> {
+    let slice = slice.clamp(MIN_SLICE, MAX_SLICE);
+    let nice = rustix::process::getpriority_process(None)?;
+    set_fair_slice(nice, u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX))?;
+    match current_slice() {
+        Some(taken) if taken == slice => Ok(()),
+        Some(_) | None => Err(std::io::Error::other(
+            "this kernel does not take a thread's own slice (Linux 6.12 and later do); the workers keep its default",
+        )),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn request_slice(_slice: Duration) -> std::io::Result<()> {
+    Err(std::io::Error::other("a thread's own slice is a Linux setting"))
+}
+
+/// `sched_setattr(2)` on the calling thread: the normal policy, `nice`, and `runtime_ns` as the
+/// slice it asks for (Linux 6.12+; older kernels ignore the field for this policy).
+///
+/// The one `unsafe` of the workspace: neither the standard library nor rustix wraps this call.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn set_fair_slice(nice: i32, runtime_ns: u64) -> std::io::Result<()> {
+    /// `struct sched_attr` as of `SCHED_ATTR_SIZE_VER0` (48 bytes).
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        sched_policy: u32,
+        sched_flags: u64,
+        sched_nice: i32,
+        sched_priority: u32,
+        sched_runtime: u64,
+        sched_deadline: u64,
+        sched_period: u64,
+    }
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: runtime_ns,
+        sched_deadline: 0,
+        sched_period: 0,
+    };
+    // SAFETY: `attr` is a valid, initialised `struct sched_attr` of the size its `size` field
+    // gives, which lives across the call; the kernel only reads it. Thread 0 is the caller.
+    let result = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0u32) };
+    if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// For each of `n` tasks run at once on `runtime`'s workers, the allowed CPUs and the slice of
+    /// the worker that ran it (which workers run them is the scheduler's choice; every worker
+    /// must show the setting).
+    fn seen_by_workers(runtime: &tokio::runtime::Runtime, n: usize) -> Vec<(Vec<usize>, Option<Duration>)> {
+        runtime.block_on(async {
+            let barrier = Arc::new(tokio::sync::Barrier::new(n));
+            let tasks: Vec<_> = (0..n)
+                .map(|_| {
+                    let barrier = Arc::clone(&barrier);
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        let seen = (allowed_cpus().expect("affinity"), current_slice());
+                        // Holding the worker lets the others steal the remaining tasks.
+                        std::thread::sleep(Duration::from_millis(50));
+                        seen
+                    })
+                })
+                .collect();
+            let mut seen = Vec::new();
+            for task in tasks {
+                seen.push(task.await.expect("task"));
+            }
+            seen
+        })
+    }
+
+    #[test]
+    fn pinned_workers_each_run_on_one_allowed_cpu_and_blocking_threads_on_all() {
+        let allowed = allowed_cpus().expect("affinity");
+        let workers = allowed.len().min(4);
+        let (runtime, applied) = runtime(WorkerTuning { workers, pin: true, slice: None }).expect("runtime");
+        assert!(applied.problems.is_empty(), "{:?}", applied.problems);
+        let mut pinned = applied.pinned.clone();
+        pinned.sort_unstable();
+        assert_eq!(pinned, allowed[..workers], "each worker on a CPU of its own");
+        for (cpus, _) in seen_by_workers(&runtime, workers) {
+            assert_eq!(cpus.len(), 1, "a worker runs on one CPU: {cpus:?}");
+            assert!(allowed.contains(&cpus[0]));
+        }
+        let blocking =
+            runtime.block_on(async { tokio::task::spawn_blocking(|| allowed_cpus().expect("affinity")).await });
+        assert_eq!(blocking.expect("blocking task"), allowed, "the blocking pool may use every allowed CPU");
+    }
+
+    #[test]
+    fn unpinned_workers_may_run_anywhere_allowed() {
+        let allowed = allowed_cpus().expect("affinity");
+        let (runtime, applied) = runtime(WorkerTuning { workers: 2, pin: false, slice: None }).expect("runtime");
+        assert_eq!(applied, Applied::default());
+        for (cpus, _) in seen_by_workers(&runtime, 2) {
+            assert_eq!(cpus, allowed);
+        }
+    }
+
+    /// The kernel either takes the slice (every worker then runs with it) or the problem is
+    /// reported; it is never silently dropped. On the kernels CI runs (6.12 or later) it is taken.
+    #[test]
+    fn workers_run_with_the_slice_they_ask_for() {
+        let slice = Duration::from_micros(300);
+        let (runtime, applied) = runtime(WorkerTuning { workers: 2, pin: false, slice: Some(slice) }).expect("runtime");
+        assert!(applied.problems.is_empty(), "{:?}", applied.problems);
+        assert_eq!(applied.sliced, 2);
+        for (_, taken) in seen_by_workers(&runtime, 2) {
+            assert_eq!(taken, Some(slice));
+        }
+        // The thread that built the runtime keeps the kernel's default.
+        assert_ne!(current_slice(), Some(slice));
+    }
+
+    #[test]
+    fn a_slice_outside_the_kernels_bounds_is_clamped_to_them() {
+        let (runtime, applied) =
+            runtime(WorkerTuning { workers: 1, pin: false, slice: Some(Duration::from_micros(10)) }).expect("runtime");
+        assert!(applied.problems.is_empty(), "{:?}", applied.problems);
+        assert_eq!(seen_by_workers(&runtime, 1)[0].1, Some(MIN_SLICE));
+    }
+
+    #[test]
+    fn the_slice_keeps_the_threads_nice_value() {
+        let nice = std::thread::spawn(|| {
+            let _ = rustix::process::setpriority_process(None, 5);
+            request_slice(Duration::from_micros(500)).expect("slice");
+            (rustix::process::getpriority_process(None).expect("nice"), current_slice())
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(nice, (5, Some(Duration::from_micros(500))));
+    }
+}
