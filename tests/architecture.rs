@@ -194,7 +194,9 @@ fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
 }
 
 /// `unsafe_code` is denied across the workspace; the one place allowed to lift it is the
-/// `sched_setattr(2)` call in `bins/gatewayd/src/workers.rs`, which nothing safe wraps.
+/// `sched_setattr(2)` call in `bins/gatewayd/src/workers.rs`, which nothing safe wraps. Any
+/// mention of the lint in a source (an `allow`, an `expect`, a `cfg_attr`, a crate-wide `#!`)
+/// counts; this file, which names it, is left out.
 #[test]
 fn unsafe_code_is_allowed_in_one_function_only() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -203,16 +205,31 @@ fn unsafe_code_is_allowed_in_one_function_only() {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 50, "the walk found the sources: {}", files.len());
-    let allowing: Vec<String> = files
-        .iter()
-        .flat_map(|path| {
-            let text = std::fs::read_to_string(path).expect("source");
-            let name = path.strip_prefix(&root).expect("under the root").display().to_string();
-            let count = text.matches(concat!("allow(", "unsafe_code)")).count();
-            std::iter::repeat_n(name, count)
-        })
-        .collect();
-    assert_eq!(allowing, ["bins/gatewayd/src/workers.rs"], "where unsafe code is allowed");
+    let lint = concat!("unsafe", "_code");
+    let mut mentions = Vec::new();
+    for path in &files {
+        let name = path.strip_prefix(&root).expect("under the root").display().to_string();
+        if name == "tests/architecture.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("source");
+        for (at, _) in text.match_indices(lint) {
+            let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+            let rest = &text[line_start..];
+            let two_lines: String = rest.lines().take(2).collect::<Vec<_>>().join("\n");
+            mentions.push((name.clone(), two_lines));
+        }
+    }
+    assert_eq!(
+        mentions,
+        [(
+            "bins/gatewayd/src/workers.rs".to_owned(),
+            format!(
+                "#[allow({lint})]\nfn sched_setattr(policy: u32, nice: i32, runtime_ns: u64) -> std::io::Result<()> {{"
+            )
+        )],
+        "where the unsafe_code lint is mentioned"
+    );
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
-    assert!(manifest.contains("unsafe_code = \"deny\""), "the workspace denies unsafe code");
+    assert!(manifest.contains(&format!("{lint} = \"deny\"")), "the workspace denies unsafe code");
 }

@@ -395,8 +395,8 @@ impl Tally {
     }
 }
 
-/// One keep-alive connection sending `work` in turn until `stop`.
-/// Sends `work` in turn on one connection until `stop`, or until `budget` requests have been sent.
+/// One keep-alive connection sending `work` in turn until `stop`, or until `budget` requests
+/// have been sent; returns its tally and when it stopped.
 async fn request_loop(
     addr: String,
     kind: Kind,

@@ -52,7 +52,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Config { action: ConfigAction::Check }) => {
-            let warnings = config.check()?;
+            // The check builds the Redis handle, which starts a task: it needs a runtime, one
+            // thread of it.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            let warnings = {
+                let _runtime = runtime.enter();
+                config.check()?
+            };
             for warning in &warnings {
                 println!("warning: {warning}");
             }
@@ -74,6 +83,7 @@ fn log_workers(tuning: &gatewayd::workers::WorkerTuning, applied: &gatewayd::wor
         workers = tuning.workers,
         pinned_cpus = ?applied.pinned,
         slice_us = tuning.slice.map(|slice| slice.as_micros()),
+        workers_with_the_slice = applied.sliced,
         "runtime started"
     );
     for problem in &applied.problems {
