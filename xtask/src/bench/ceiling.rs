@@ -23,8 +23,12 @@ use crate::client::{Connection, Server};
 /// Distinct token subjects (and paths) the generator cycles over. The gateway allows each 1,000
 /// requests a minute at the harness's trust and the peer counts 1,000 a minute per subject: a
 /// target measured at R requests/s for S seconds stays under both while R × S / 2,000 < 1,000
-/// per minute (at 50,000 requests/s, rounds of up to 40 s), and any 429 shows as non-2xx.
+/// per minute (at 110,000 requests/s, up to 18 s of load on one system within a minute, its
+/// warm-up included; each system's load is a fifth of a round), and any 429 shows as non-2xx.
 const SUBJECTS: usize = 2000;
+
+/// How long each system is warmed up before the first round (at most `--seconds`).
+const WARM_UP_SECONDS: u64 = 2;
 
 /// A child process killed when dropped (the HAProxy peer).
 struct Peer(Child);
@@ -131,12 +135,12 @@ fn wrk_available() -> bool {
 }
 
 /// One `wrk` run against `addr`.
-fn run_wrk(script: &Path, addr: &str, options: &Options) -> Result<Summary, String> {
+fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result<Summary, String> {
     let threads = options.connections.min(2);
     let output = Command::new("wrk")
         .arg(format!("-t{threads}"))
         .arg(format!("-c{}", options.connections))
-        .arg(format!("-d{}s", options.seconds))
+        .arg(format!("-d{seconds}s"))
         .args(["--latency", "--timeout", "5s", "-s"])
         .arg(script)
         .arg(format!("http://{addr}/"))
@@ -233,13 +237,28 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
         ),
     }
     let generator = if script.is_some() { "wrk" } else { "built-in" };
+    // Each system first serves the same load for a moment, not counted, so that the first
+    // round does not also measure a fresh process's first requests (its allocator and caches
+    // filling, pages touched for the first time).
+    let warm_up = options.seconds.min(WARM_UP_SECONDS);
+    for (_, addr) in &targets {
+        match &script {
+            Some(script) => {
+                run_wrk(script, addr, options, warm_up)?;
+            }
+            None => {
+                drive(addr, Kind::Balance, options.connections, warm_up).await?;
+            }
+        }
+    }
+    println!("(each system served {warm_up} s of the same load first, not counted)\n");
     // Per round, each target's summary, in `targets` order.
     let mut rounds: Vec<Vec<Summary>> = Vec::new();
     for round in 1..=options.rounds {
         let mut this = Vec::new();
         for (name, addr) in &targets {
             let summary = match &script {
-                Some(script) => run_wrk(script, addr, options)?,
+                Some(script) => run_wrk(script, addr, options, options.seconds)?,
                 None => drive(addr, Kind::Balance, options.connections, options.seconds).await?.summary(),
             };
             table.row(&summary, &format!("round {round}: {name} ({generator})"));
