@@ -452,10 +452,7 @@ async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u6
         tasks.push(tokio::spawn(request_loop(addrs[c % addrs.len()].clone(), kind, work, budget, stop.clone())));
     }
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(seconds);
-    while Instant::now() < deadline && !tasks.iter().all(tokio::task::JoinHandle::is_finished) {
-        tokio::time::sleep(Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()))).await;
-    }
+    until_finished(&tasks, started + Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let mut tallies = Vec::new();
     let mut last = started;
@@ -465,6 +462,13 @@ async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u6
         last = last.max(ended);
     }
     Ok(Figures::of(tallies, last.duration_since(started).as_secs_f64()))
+}
+
+/// Waits until every task has finished or `deadline` has passed, whichever comes first.
+async fn until_finished<T>(tasks: &[tokio::task::JoinHandle<T>], deadline: Instant) {
+    while Instant::now() < deadline && !tasks.iter().all(tokio::task::JoinHandle::is_finished) {
+        tokio::time::sleep(Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
 }
 
 /// One run of `a` then one of `b`, for `--rounds` rounds, each printed as a row named with its

@@ -177,8 +177,13 @@ fn set_affinity(_cpus: &[usize]) -> std::io::Result<()> {
 /// The slice the calling thread runs with (`se.slice` of `/proc/thread-self/sched`), when the
 /// kernel shows it.
 pub fn current_slice() -> Option<Duration> {
-    let text = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
-    text.lines()
+    slice_in(&std::fs::read_to_string("/proc/thread-self/sched").ok()?)
+}
+
+/// The slice in the text of a thread's `/proc/…/sched` file (`se.slice`, in nanoseconds).
+pub fn slice_in(sched: &str) -> Option<Duration> {
+    sched
+        .lines()
         .find_map(|line| line.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse().ok())
         .map(Duration::from_nanos)
 }

@@ -95,9 +95,9 @@ fn config_check_and_start_up_errors_hide_the_database_password() {
     assert!(!stdout.contains("pa55-w0rd") && !stderr.contains("pa55-w0rd"), "{stdout}{stderr}");
 }
 
-/// The threads of process `pid` with their allowed CPUs (`Cpus_allowed_list`) and slice
-/// (`se.slice`, nanoseconds), read from `/proc`.
-fn threads_of(pid: u32) -> Vec<(String, String, Option<u64>)> {
+/// The threads of process `pid` with their allowed CPUs (`Cpus_allowed_list`) and slice, read
+/// from `/proc`.
+fn threads_of(pid: u32) -> Vec<(String, String, Option<Duration>)> {
     let mut threads = Vec::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = entry.unwrap().path();
@@ -105,8 +105,7 @@ fn threads_of(pid: u32) -> Vec<(String, String, Option<u64>)> {
         let field = |name: &str| {
             status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned()).unwrap_or_default()
         };
-        let sched = std::fs::read_to_string(dir.join("sched")).unwrap_or_default();
-        let slice = sched.lines().find_map(|l| l.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse().ok());
+        let slice = gatewayd::workers::slice_in(&std::fs::read_to_string(dir.join("sched")).unwrap_or_default());
         threads.push((field("Name:"), field("Cpus_allowed_list:"), slice));
     }
     threads
@@ -120,8 +119,10 @@ async fn pinned_workers_with_a_short_slice_serve() {
     let gateway = start(dir.path(), &["--workers", "2", "--pin-workers", "true", "--worker-slice-us", "300"]);
     let (status, _) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
     assert_eq!(status, 200);
-    let sliced: Vec<_> =
-        threads_of(gateway.child.id()).into_iter().filter(|(_, _, slice)| *slice == Some(300_000)).collect();
+    let sliced: Vec<_> = threads_of(gateway.child.id())
+        .into_iter()
+        .filter(|(_, _, slice)| *slice == Some(Duration::from_micros(300)))
+        .collect();
     assert_eq!(sliced.len(), 2, "two threads with the 300 µs slice: {sliced:?}");
     let mut cpus: Vec<&str> = sliced.iter().map(|(_, cpus, _)| cpus.as_str()).collect();
     cpus.sort_unstable();

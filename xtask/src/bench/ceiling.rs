@@ -153,6 +153,15 @@ fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result
     parse_wrk(&text).ok_or_else(|| format!("could not read wrk's report:\n{text}"))
 }
 
+/// `seconds` of balance reads against `addr`: from wrk with `script`, else from the built-in
+/// generator.
+async fn load(script: Option<&Path>, addr: &str, options: &Options, seconds: u64) -> Result<Summary, String> {
+    match script {
+        Some(script) => run_wrk(script, addr, options, seconds),
+        None => Ok(drive(addr, Kind::Balance, options.connections, seconds).await?.summary()),
+    }
+}
+
 /// Requests/s, the 50 % and 99 % latencies and the non-2xx answers and socket errors of a
 /// `wrk --latency` report.
 fn parse_wrk(text: &str) -> Option<Summary> {
@@ -242,14 +251,7 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
     // filling, pages touched for the first time).
     let warm_up = options.seconds.min(WARM_UP_SECONDS);
     for (_, addr) in &targets {
-        match &script {
-            Some(script) => {
-                run_wrk(script, addr, options, warm_up)?;
-            }
-            None => {
-                drive(addr, Kind::Balance, options.connections, warm_up).await?;
-            }
-        }
+        load(script.as_deref(), addr, options, warm_up).await?;
     }
     println!("(each system served {warm_up} s of the same load first, not counted)\n");
     // Per round, each target's summary, in `targets` order.
@@ -257,10 +259,7 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
     for round in 1..=options.rounds {
         let mut this = Vec::new();
         for (name, addr) in &targets {
-            let summary = match &script {
-                Some(script) => run_wrk(script, addr, options, options.seconds)?,
-                None => drive(addr, Kind::Balance, options.connections, options.seconds).await?.summary(),
-            };
+            let summary = load(script.as_deref(), addr, options, options.seconds).await?;
             table.row(&summary, &format!("round {round}: {name} ({generator})"));
             this.push(summary);
         }

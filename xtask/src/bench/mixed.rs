@@ -22,7 +22,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::login::{login_loop, members, next_address};
 use super::{
-    COOP, Figures, Kind, Options, Table, did, on_two_workers, request_loop, setup, start_gateway, token, work,
+    COOP, Figures, Kind, Options, Table, did, on_two_workers, request_loop, setup, start_gateway, token,
+    until_finished, work,
 };
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -121,10 +122,7 @@ pub(super) fn scenario(options: &Options, dir: &Path, table: &mut Table) -> Resu
             figures.push(Figures::of(tallies, started.elapsed().as_secs_f64()));
         }
         target.store(figures[1].requests, Ordering::Relaxed);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && !followers.iter().all(tokio::task::JoinHandle::is_finished) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_finished(&followers, Instant::now() + Duration::from_secs(5)).await;
         give_up.store(true, Ordering::Relaxed);
         let mut events = 0;
         for follower in followers {
