@@ -150,12 +150,12 @@ impl Drop for InFlight {
 /// The request id of a request: the `X-Request-Id` it came with when a trusted proxy sent it (a
 /// short, printable token), or a new one. A client cannot choose the id its requests are
 /// logged under.
-fn request_id(limits: &RateLimits, request: &Request) -> HeaderValue {
-    if let Some(value) = request.headers().get(REQUEST_ID) {
+fn request_id(limits: &RateLimits, headers: &HeaderMap, peer: IpAddr) -> HeaderValue {
+    if let Some(value) = headers.get(REQUEST_ID) {
         let printable = !value.is_empty()
             && value.len() <= MAX_REQUEST_ID
             && value.as_bytes().iter().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b));
-        if printable && limits.is_trusted(peer_ip(request)) {
+        if printable && limits.is_trusted(peer) {
             return value.clone();
         }
     }
@@ -251,6 +251,96 @@ impl EdgeLayer {
     }
 }
 
+impl EdgeLayer {
+    /// The edge of the plain balance reads a connection answers itself ([`crate::hot::Front`]).
+    pub(crate) fn front(&self) -> FrontEdge {
+        let Shared { state, cors } = &*self.shared;
+        // Such a request has no `Origin` (the connection leaves those to the router), so its
+        // cross-origin headers are the same for every one of them.
+        let mut headers = HeaderMap::new();
+        security_headers(&mut headers, state.config.tls, false);
+        cors.answer_headers(&mut headers, cors.allow_origin(&HeaderMap::new()), false);
+        let mut decoration = Vec::new();
+        for (name, value) in &headers {
+            decoration.extend_from_slice(name.as_str().as_bytes());
+            decoration.extend_from_slice(b": ");
+            decoration.extend_from_slice(value.as_bytes());
+            decoration.extend_from_slice(b"\r\n");
+        }
+        let replaced = std::iter::once(REQUEST_ID).chain(headers.keys().filter(|n| **n != header::VARY).cloned());
+        FrontEdge { shared: self.shared.clone(), decoration: decoration.into(), replaced: replaced.collect() }
+    }
+}
+
+/// The edge of a plain balance read answered by its connection: the steps of [`Edge`] (request
+/// id, client address, quarantine, span, in-flight count; then metrics, misbehaviour and log
+/// lines), with the headers the edge gives an answer kept as wire bytes, written by the
+/// connection after the route's own.
+pub(crate) struct FrontEdge {
+    shared: Arc<Shared>,
+    /// The security and cross-origin headers of every such answer, as `name: value\r\n` lines.
+    decoration: Box<[u8]>,
+    /// The headers the edge sets over a route's own (the request id and `decoration`'s, but
+    /// `Vary`, which it adds to).
+    replaced: Box<[axum::http::HeaderName]>,
+}
+
+/// A request [`FrontEdge::begin`] let through, until [`FrontEdge::end`].
+pub(crate) struct Begun {
+    seen: Seen,
+    /// The request's span: whatever the route logs runs inside it.
+    pub(crate) span: tracing::Span,
+    in_flight: InFlight,
+}
+
+impl FrontEdge {
+    /// What [`Edge`] does before a route: `headers` are the request's `X-Request-Id` and
+    /// `X-Forwarded-For` fields, if it has any. A quarantined client's answer, complete with the
+    /// edge's headers, is the error.
+    pub(crate) fn begin(&self, peer: IpAddr, headers: &HeaderMap, route: &'static str) -> Result<Begun, Box<Response>> {
+        let state = &self.shared.state;
+        let request_id = request_id(&state.limits, headers, peer);
+        let client = state.limits.client_ip(peer, headers);
+        let exempt = state.limits.is_trusted(client);
+        let seen = Seen {
+            started: Instant::now(),
+            method: Method::GET,
+            route: Some(Route::Fixed(route)),
+            request_id,
+            client,
+            exempt,
+            swagger: false,
+            allow_origin: self.shared.cors.allow_origin(&HeaderMap::new()),
+        };
+        let span = tracing::info_span!(target: "gateway_http", "request", request_id = seen.request_id.to_str().unwrap_or("-"));
+        let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
+        if let Some(wait) = quarantined {
+            return Err(Box::new(span.in_scope(|| answered(&self.shared, seen, quarantine_response(wait)))));
+        }
+        let in_flight = InFlight::new(&state.http_metrics);
+        Ok(Begun { seen, span, in_flight })
+    }
+
+    /// What [`Edge`] does with a route's answer, but for its headers: the request id they must
+    /// carry.
+    pub(crate) fn end(&self, begun: Begun, status: u16, extensions: &axum::http::Extensions) -> HeaderValue {
+        let Begun { seen, span, in_flight } = begun;
+        drop(in_flight);
+        span.in_scope(|| recorded(&self.shared, &seen, status, extensions));
+        seen.request_id
+    }
+
+    /// The security and cross-origin headers of the answer, as wire lines.
+    pub(crate) fn decoration(&self) -> &[u8] {
+        &self.decoration
+    }
+
+    /// Whether the edge sets `name` over a route's own (so a route's is not written).
+    pub(crate) fn replaces(&self, name: &axum::http::HeaderName) -> bool {
+        self.replaced.contains(name)
+    }
+}
+
 /// The service [`EdgeLayer`] makes.
 #[derive(Clone)]
 pub struct Edge<S> {
@@ -309,7 +399,7 @@ where
     /// second copy of the inner service as an async middleware would make, and no box.
     fn call(&mut self, mut request: Request) -> Self::Future {
         let Shared { state, cors } = &*self.shared;
-        let request_id = request_id(&state.limits, &request);
+        let request_id = request_id(&state.limits, request.headers(), peer_ip(&request));
         request.headers_mut().insert(REQUEST_ID, request_id.clone());
         let route = match self.route {
             Some(route) => Some(Route::Fixed(route)),
@@ -417,18 +507,30 @@ where
     }
 }
 
-/// Records what an answer says (metrics, the client's misbehaviour, the cause of a failure, the
-/// access-log line) and gives it the request id and the security headers.
+/// Records what an answer says ([`recorded`]) and gives it the request id and the security
+/// headers.
 fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
-    let Shared { state, cors } = shared;
-    let Seen { started, method, route, request_id, client, exempt, swagger, allow_origin } = seen;
+    recorded(shared, &seen, response.status().as_u16(), response.extensions());
+    let Seen { method, request_id, swagger, allow_origin, .. } = seen;
+    // The id the lines were logged under, whatever the route set.
+    let headers = response.headers_mut();
+    headers.insert(REQUEST_ID, request_id);
+    security_headers(headers, shared.state.config.tls, swagger);
+    shared.cors.answer_headers(headers, allow_origin, method == Method::OPTIONS);
+    response
+}
+
+/// Records what an answer says: the metrics, the client's misbehaviour, the cause of a failure,
+/// the access-log line.
+fn recorded(shared: &Shared, seen: &Seen, status: u16, extensions: &axum::http::Extensions) {
+    let state = &shared.state;
+    let Seen { started, method, route, request_id, client, exempt, .. } = seen;
     let route = route.as_ref().map_or(UNMATCHED, Route::as_str);
-    let status = response.status().as_u16();
     let elapsed = started.elapsed();
-    state.http_metrics.record(&method, route, status, elapsed);
+    state.http_metrics.record(method, route, status, elapsed);
     if !exempt
-        && let Some(violation) = response.extensions().get::<Violation>()
-        && let Some(quarantine) = state.misbehavior.record(client, *violation)
+        && let Some(violation) = extensions.get::<Violation>()
+        && let Some(quarantine) = state.misbehavior.record(*client, *violation)
     {
         tracing::warn!(
             %client,
@@ -438,7 +540,7 @@ fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
         );
     }
     let id = request_id.to_str().unwrap_or("-");
-    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
+    if let Some(InternalCause(cause)) = extensions.get::<InternalCause>() {
         tracing::error!(request_id = id, %method, route, status, cause, "request failed");
     }
     tracing::info!(
@@ -451,12 +553,6 @@ fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
         latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
         "request"
     );
-    // The id the lines above were logged under, whatever the route set.
-    let headers = response.headers_mut();
-    headers.insert(REQUEST_ID, request_id);
-    security_headers(headers, state.config.tls, swagger);
-    cors.answer_headers(headers, allow_origin, method == Method::OPTIONS);
-    response
 }
 
 /// The security headers of every answer. The Swagger UI pages get the relaxed

@@ -13,6 +13,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::Router;
@@ -23,7 +24,7 @@ use futures_util::future::Either;
 
 use crate::caller::Authorized;
 use crate::caller::scopes::LedgerRead;
-use crate::edge::{Edge, EdgeLayer};
+use crate::edge::{Edge, EdgeLayer, FrontEdge};
 use crate::extract::{Path, Query};
 use crate::routes::ledger::{self, BalanceQuery};
 use crate::state::AppState;
@@ -36,6 +37,7 @@ pub const BALANCE_ROUTE: &str = "/v1/ledger/{coop}/balance/{did}";
 pub struct Gateway {
     router: Router,
     balance: Edge<BalanceRead>,
+    front: Front,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -47,7 +49,13 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// `router` (from [`crate::router_with`] over `state`), with balance reads taken before it.
     pub(crate) fn new(state: AppState, router: Router, edge: &EdgeLayer) -> Self {
-        Self { router, balance: edge.for_route(BALANCE_ROUTE, BalanceRead { state }) }
+        let front = Front { inner: Arc::new(FrontInner { state: state.clone(), edge: edge.front() }) };
+        Self { router, balance: edge.for_route(BALANCE_ROUTE, BalanceRead { state }), front }
+    }
+
+    /// The balance reads its connections answer themselves ([`Front`]).
+    pub(crate) fn front(&self) -> &Front {
+        &self.front
     }
 }
 
@@ -64,7 +72,7 @@ pub fn takes(request: &Request) -> bool {
 }
 
 /// `(coop, did)` of a path of the balance route's exact shape, without `%`.
-fn balance_path(path: &str) -> Option<(&str, &str)> {
+pub(crate) fn balance_path(path: &str) -> Option<(&str, &str)> {
     let rest = path.strip_prefix("/v1/ledger/")?;
     let (coop, rest) = rest.split_once('/')?;
     let did = rest.strip_prefix("balance/")?;
@@ -154,6 +162,121 @@ async fn read_balance(state: AppState, request: Request) -> Response {
             .into_response()
     })
     .await
+}
+
+/// A plain balance read that its connection answers itself (plain HTTP: `serve`'s front):
+/// hyper's parsing and dispatch, the request and answer header maps and the edge's header
+/// inserts are about half of a read's work (docs/PERFORMANCE.md), and none of it decides
+/// anything for a read. The connection parses the head itself and gives this only a request
+/// whose answer no header but these can change: a `GET` of the route's exact shape (as [`takes`]),
+/// HTTP/1.1, no body, no `Connection`, `Upgrade`, `Expect`, `Origin` or signature field. Its
+/// answer is the router's: the edge's steps ([`FrontEdge`]), then [`read_balance`] over a request
+/// of the path and the `Authorization` fields, the route's answer written with the edge's
+/// headers. `tests/it/hot.rs` compares the answers over sockets.
+#[derive(Clone)]
+pub struct Front {
+    inner: Arc<FrontInner>,
+}
+
+struct FrontInner {
+    state: AppState,
+    edge: FrontEdge,
+}
+
+/// A plain balance read's head, as the connection parsed it.
+#[derive(Debug)]
+pub(crate) struct PlainRead {
+    /// The path (of the balance route's shape, nothing percent-encoded, no query).
+    pub(crate) uri: axum::http::Uri,
+    /// Its `Authorization`, `X-Forwarded-For` and `X-Request-Id` fields, in order.
+    pub(crate) fields: axum::http::HeaderMap,
+}
+
+impl Front {
+    /// The whole answer to `read` from `peer`, as wire bytes, appended to `out`.
+    pub(crate) async fn answer(
+        &self,
+        read: PlainRead,
+        peer: std::net::IpAddr,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let FrontInner { state, edge } = &*self.inner;
+        let begun = match edge.begin(peer, &read.fields, BALANCE_ROUTE) {
+            Ok(begun) => begun,
+            Err(answered) => return write_answer(*answered, None, out).await,
+        };
+        let mut request = Request::new(axum::body::Body::empty());
+        *request.uri_mut() = read.uri;
+        *request.headers_mut() = read.fields;
+        let response = tracing::Instrument::instrument(read_balance(state.clone(), request), begun.span.clone()).await;
+        let request_id = edge.end(begun, response.status().as_u16(), response.extensions());
+        write_answer(response, Some((edge, request_id)), out).await
+    }
+}
+
+/// `response` as hyper writes it (status line, fields, `content-length`, `date`, body), with the
+/// edge's request id and headers when `edge` gives them (over the route's own, as [`Edge`] sets
+/// them).
+async fn write_answer(
+    response: Response,
+    edge: Option<(&FrontEdge, axum::http::HeaderValue)>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    use axum::http::header;
+    let (parts, body) = response.into_parts();
+    // Every answer of this route is whole in memory: collecting it takes no wait.
+    let body = axum::body::to_bytes(body, usize::MAX).await.map_err(std::io::Error::other)?;
+    let field = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        let set_here = *name == header::CONTENT_LENGTH || *name == header::DATE;
+        if !set_here && !edge.as_ref().is_some_and(|(edge, _)| edge.replaces(name)) {
+            field(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    if let Some((edge, request_id)) = &edge {
+        field(out, crate::middleware::REQUEST_ID.as_str().as_bytes(), request_id.as_bytes());
+        out.extend_from_slice(edge.decoration());
+    }
+    field(out, b"content-length", itoa::Buffer::new().format(body.len()).as_bytes());
+    http_date(|date| field(out, b"date", date));
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// Calls `write` with the `Date` of an answer now (as hyper writes it: made once a second).
+fn http_date(write: impl FnOnce(&[u8])) {
+    thread_local! {
+        static LAST: std::cell::RefCell<(u64, [u8; 29])> = const { std::cell::RefCell::new((0, [0; 29])) };
+    }
+    let now = std::time::SystemTime::now();
+    let secs = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    LAST.with_borrow_mut(|(at, text)| {
+        if *at != secs || text[0] == 0 {
+            let formatted = httpdate::fmt_http_date(now);
+            if let Ok(bytes) = <[u8; 29]>::try_from(formatted.as_bytes()) {
+                *text = bytes;
+                *at = secs;
+            }
+        }
+        write(text);
+    });
+}
+
+impl std::fmt::Debug for Front {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Front").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for BalanceRead {

@@ -21,6 +21,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
+use bytes::BytesMut;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -31,6 +32,7 @@ use tokio::time::{Instant, Sleep};
 
 use inbound::Inbound;
 
+mod front;
 mod inbound;
 
 /// The edge's limits.
@@ -76,6 +78,7 @@ impl Default for EdgeLimits {
 }
 
 /// What can be served: the API as served ([`crate::hot::Gateway`]), or a bare [`axum::Router`].
+/// The API's plain balance reads are answered by their connections ([`front`]).
 pub trait App:
     tower::Service<
         axum::http::Request<hyper::body::Incoming>,
@@ -87,11 +90,25 @@ pub trait App:
     + Sync
     + 'static
 {
+    /// The plain balance reads its connections answer themselves, if any.
+    fn front(&self) -> Option<&crate::hot::Front> {
+        None
+    }
 }
 
 impl App for axum::Router {}
 
-impl App for crate::hot::Gateway {}
+impl App for crate::hot::Gateway {
+    fn front(&self) -> Option<&crate::hot::Front> {
+        Some(crate::hot::Gateway::front(self))
+    }
+}
+
+/// Whether a connection that has read `bytes` answers their first request itself, as a plain
+/// balance read ([`front`]); otherwise hyper reads it.
+pub fn front_takes(bytes: &[u8]) -> bool {
+    matches!(front::classify(bytes), front::Head::Plain { .. })
+}
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
 /// (at most `limits.drain`).
@@ -132,23 +149,34 @@ pub async fn serve<S: App>(
             tokio::spawn(refuse_connection(socket, limits.max_connections_per_address));
             continue;
         };
-        let service =
-            TowerToHyperService::new(tower_http::add_extension::AddExtension::new(app.clone(), ConnectInfo(remote)));
-        let io = TokioIo::new(Guarded::new(socket, &limits));
-        let connection = http.serve_connection(io, service).with_upgrades();
-        let (mut stopped, alive) = (stopped.clone(), alive.subscribe());
+        let mut guarded = Guarded::new(socket, &limits);
+        let (mut stopped, alive, app, http) = (stopped.clone(), alive.subscribe(), app.clone(), http.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let _alive = alive;
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(err) = result {
-                        tracing::debug!("connection ended: {err}");
-                    }
-                    return;
+            let mut read = BytesMut::new();
+            let mut stopping = false;
+            if let Some(front) = app.front() {
+                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped).await {
+                    front::Left::Closed => return,
+                    front::Left::ToHyper { stopping: stop } => stopping = stop,
                 }
-                _ = stopped.changed() => {}
+            }
+            let service =
+                TowerToHyperService::new(tower_http::add_extension::AddExtension::new(app, ConnectInfo(remote)));
+            let io = TokioIo::new(front::Rewind::new(read.freeze(), guarded));
+            let connection = http.serve_connection(io, service).with_upgrades();
+            tokio::pin!(connection);
+            if !stopping {
+                tokio::select! {
+                    result = connection.as_mut() => {
+                        if let Err(err) = result {
+                            tracing::debug!("connection ended: {err}");
+                        }
+                        return;
+                    }
+                    _ = stopped.changed() => {}
+                }
             }
             // Idle keep-alive connections close now; a request in flight finishes first.
             connection.as_mut().graceful_shutdown();

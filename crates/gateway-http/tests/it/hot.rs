@@ -10,44 +10,95 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use tower::ServiceExt;
 
+use std::net::SocketAddr;
+
+use crate::front;
 use crate::support::{TestApp, build, did_of};
 
-/// An answer, with the request id (new for every request) and the remaining requests of the
-/// rate limit (one fewer for the second of a pair) set aside.
+/// An answer, with the request id (new for every request) and the rate limit's remaining
+/// requests (one fewer for each answer after the first) and reset time (each request empties
+/// the bucket a little more, so it may be a second later) set aside.
 #[derive(Debug, PartialEq)]
 struct Answer {
     status: StatusCode,
     headers: Vec<(String, String)>,
     body: String,
     remaining: Option<u64>,
+    reset: Option<u64>,
 }
 
 fn answer(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Answer {
     let mut kept: Vec<(String, String)> = headers
         .iter()
-        .filter(|(name, _)| !matches!(name.as_str(), "x-request-id" | "x-ratelimit-remaining"))
+        .filter(|(name, _)| !matches!(name.as_str(), "x-request-id" | "x-ratelimit-remaining" | "x-ratelimit-reset"))
         .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
     kept.sort();
-    let remaining = headers.get("x-ratelimit-remaining").map(|v| v.to_str().unwrap().parse().unwrap());
-    Answer { status, headers: kept, body: String::from_utf8_lossy(body).into_owned(), remaining }
+    let number = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().parse().unwrap());
+    let (remaining, reset) = (number("x-ratelimit-remaining"), number("x-ratelimit-reset"));
+    Answer { status, headers: kept, body: String::from_utf8_lossy(body).into_owned(), remaining, reset }
 }
 
 /// Sends `make()` to the router, then to the served app, and asserts the answers agree;
-/// `taken` says whether the served app must serve it without the router.
-async fn same_answer(app: &TestApp, name: &str, taken: bool, make: impl Fn() -> Request<Body>) -> Answer {
+/// `taken` says whether the served app must serve it without the router. A request taken is
+/// also sent over a socket to the app served at `addr` as gatewayd serves it, twice: as it is,
+/// which the connection answers itself (`serve`'s front), and with `Connection: keep-alive`,
+/// which leaves it to hyper; both answers must be the router's (less hyper's `Date`).
+async fn same_answer(
+    app: &TestApp,
+    addr: SocketAddr,
+    name: &str,
+    taken: bool,
+    make: impl Fn() -> Request<Body>,
+) -> Answer {
     assert_eq!(gateway_http::hot::takes(&make()), taken, "{name}: taken before routing");
     let routed = app.router.clone().oneshot(make()).await.unwrap();
     let (parts, body) = routed.into_parts();
     let routed = answer(parts.status, &parts.headers, &body.collect().await.unwrap().to_bytes());
     let served = gateway_http::app(app.state.clone()).oneshot(make()).await.unwrap();
     let (parts, body) = served.into_parts();
-    let mut served = answer(parts.status, &parts.headers, &body.collect().await.unwrap().to_bytes());
-    if let (Some(first), Some(second)) = (routed.remaining, served.remaining) {
-        assert_eq!(second, first.saturating_sub(1), "{name}: the second answer of a pair has one fewer left");
-        served.remaining = routed.remaining;
+    let served = answer(parts.status, &parts.headers, &body.collect().await.unwrap().to_bytes());
+    let mut answers = vec![("served", served)];
+    if taken {
+        let request = make();
+        let fields: Vec<String> =
+            request.headers().iter().map(|(name, value)| format!("{name}: {}", value.to_str().unwrap())).collect();
+        let head = front::get_head(&request.uri().to_string(), &fields);
+        assert!(gateway_http::serve::front_takes(head.as_bytes()), "{name}: answered by its connection");
+        let mut kept_alive = fields.clone();
+        kept_alive.push("connection: keep-alive".into());
+        let by_hyper = front::get_head(&request.uri().to_string(), &kept_alive);
+        assert!(!gateway_http::serve::front_takes(by_hyper.as_bytes()), "{name}: left to hyper");
+        for (way, head) in [("answered by its connection", head), ("served by hyper", by_hyper)] {
+            let wire = front::exchange(addr, &head).await;
+            assert!(wire.header("date").is_some(), "{name}, {way}: hyper's Date");
+            let headers: HeaderMap = wire
+                .headers
+                .iter()
+                .filter(|(name, _)| name != "date")
+                .map(|(name, value)| (name.parse().unwrap(), value.parse().unwrap()))
+                .collect();
+            let ids = wire.headers.iter().filter(|(name, _)| name == "x-request-id").count();
+            assert_eq!(ids, 1, "{name}, {way}: one request id");
+            answers.push((way, answer(wire.status, &headers, &wire.body)));
+        }
     }
-    assert_eq!(served, routed, "{name}");
+    // Each answer after the first has one request fewer left in the bucket, and a reset time
+    // the same or a second later than the answer before.
+    let (mut left, mut reset) = (routed.remaining, routed.reset);
+    for (way, mut other) in answers {
+        if let (Some(before), Some(now)) = (left, other.remaining) {
+            assert_eq!(now, before.saturating_sub(1), "{name}, {way}: one fewer left than the answer before");
+            left = other.remaining;
+            other.remaining = routed.remaining;
+        }
+        if let (Some(before), Some(now)) = (reset, other.reset) {
+            assert!(now == before || now == before + 1, "{name}, {way}: reset {now} after {before}");
+            reset = other.reset;
+            other.reset = routed.reset;
+        }
+        assert_eq!(other, routed, "{name}: {way}");
+    }
     routed
 }
 
@@ -58,6 +109,7 @@ fn get(uri: &str, token: Option<&str>) -> Request<Body> {
 #[tokio::test]
 async fn balance_reads_answer_as_the_router_does() {
     for app in TestApp::every_store().await {
+        let addr = front::serve(&app).await;
         let (admin, members) = app.coop_with_members("c1", 1, &[2, 3]).await;
         let (alice, bob) = (&members[0], &members[1]);
         let paid = app
@@ -103,7 +155,7 @@ async fn balance_reads_answer_as_the_router_does() {
             ("no token", format!("/v1/ledger/c1/balance/{alice_did}"), None),
         ];
         for (name, uri, token) in &cases {
-            let answer = same_answer(&app, name, true, || get(uri, *token)).await;
+            let answer = same_answer(&app, addr, name, true, || get(uri, *token)).await;
             if *name == "own balance" {
                 assert_eq!(answer.status, StatusCode::OK);
                 assert_eq!(serde_json::from_str::<serde_json::Value>(&answer.body).unwrap()["balance"], json!(-2.5));
@@ -124,21 +176,23 @@ async fn balance_reads_answer_as_the_router_does() {
         for (name, request) in fallbacks {
             assert!(!gateway_http::hot::takes(&request), "{name}: left to the router");
         }
-        same_answer(&app, "percent-encoded", false, || get(&encoded, Some(alice))).await;
-        same_answer(&app, "a query", false, || get(&with_currency, Some(alice))).await;
+        same_answer(&app, addr, "percent-encoded", false, || get(&encoded, Some(alice))).await;
+        same_answer(&app, addr, "a query", false, || get(&with_currency, Some(alice))).await;
         let signed = || {
             let mut request = get(&own, Some(alice));
             request.headers_mut().insert("signature-input", "sig1=(\"@method\")".parse().unwrap());
             request.headers_mut().insert("signature", "sig1=:AAAA:".parse().unwrap());
             request
         };
-        same_answer(&app, "signed", false, signed).await;
+        same_answer(&app, addr, "signed", false, signed).await;
 
         // A member removed: the token no longer opens the coop, either way.
         let removed = app.call(Method::DELETE, &format!("/v1/coops/c1/members/{bob_did}"), None, Some(&admin)).await;
         assert!(removed.status.is_success(), "{}", removed.body);
-        same_answer(&app, "a removed member", true, || get(&format!("/v1/ledger/c1/balance/{bob_did}"), Some(bob)))
-            .await;
+        same_answer(&app, addr, "a removed member", true, || {
+            get(&format!("/v1/ledger/c1/balance/{bob_did}"), Some(bob))
+        })
+        .await;
 
         // Rate limited: the same 429 with the same headers once the bucket is empty.
         let mut limited = None;
@@ -150,7 +204,7 @@ async fn balance_reads_answer_as_the_router_does() {
             }
         }
         assert!(limited.is_some(), "the per-DID bucket empties");
-        same_answer(&app, "rate limited", true, || get(&own, Some(alice))).await;
+        same_answer(&app, addr, "rate limited", true, || get(&own, Some(alice))).await;
     }
 }
 

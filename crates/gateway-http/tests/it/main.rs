@@ -9,6 +9,7 @@ mod compute;
 mod coops;
 mod edge;
 mod errors;
+mod front;
 mod governance;
 mod headers;
 mod hot;
