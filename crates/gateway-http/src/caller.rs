@@ -128,6 +128,15 @@ pub struct Authorized<R: ScopeRequirement> {
 }
 
 impl<R: ScopeRequirement> Authorized<R> {
+    /// The caller, when its token grants the scopes `R` requires.
+    pub(crate) fn check(caller: Caller) -> Result<Self, ApiError> {
+        let required = ScopeSet::of(R::SCOPES);
+        if !caller.scopes.contains_all(required) {
+            return Err(Error::missing_scopes(R::SCOPES.to_vec()).into());
+        }
+        Ok(Self { caller, requirement: PhantomData })
+    }
+
     /// The caller.
     pub fn into_caller(self) -> Caller {
         self.caller
@@ -145,11 +154,6 @@ impl<R: ScopeRequirement, S: Send + Sync> FromRequestParts<S> for Authorized<R> 
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        let required = ScopeSet::of(R::SCOPES);
-        if !caller.scopes.contains_all(required) {
-            return Err(Error::missing_scopes(R::SCOPES.to_vec()).into());
-        }
-        Ok(Self { caller, requirement: PhantomData })
+        Self::check(Caller::from_request_parts(parts, state).await?)
     }
 }

@@ -26,7 +26,7 @@ use crate::caller::Authorized;
 use crate::caller::scopes::LedgerRead;
 use crate::edge::{Edge, EdgeLayer, FrontEdge};
 use crate::extract::{Path, Query};
-use crate::routes::ledger::{self, BalanceQuery};
+use crate::routes::ledger::{self, BalanceAnswer, BalanceQuery};
 use crate::state::AppState;
 
 /// The route template of the balance read, as the router names it.
@@ -166,13 +166,21 @@ async fn read_balance(state: AppState, request: Request) -> Response {
 
 /// A plain balance read that its connection answers itself (plain HTTP: `serve`'s front):
 /// hyper's parsing and dispatch, the request and answer header maps and the edge's header
-/// inserts are about half of a read's work (docs/PERFORMANCE.md), and none of it decides
+/// inserts were about half of a read's work (docs/PERFORMANCE.md), and none of it decides
 /// anything for a read. The connection parses the head itself and gives this only a request
-/// whose answer no header but these can change: a `GET` of the route's exact shape (as [`takes`]),
-/// HTTP/1.1, no body, no `Connection`, `Upgrade`, `Expect`, `Origin` or signature field. Its
-/// answer is the router's: the edge's steps ([`FrontEdge`]), then [`read_balance`] over a request
-/// of the path and the `Authorization` fields, the route's answer written with the edge's
-/// headers. `tests/it/hot.rs` compares the answers over sockets.
+/// whose answer no field but these can change: a `GET` of the route's exact shape (as [`takes`]),
+/// HTTP/1.1, no body, no `Connection`, `Upgrade`, `Expect`, `Origin` or signature field, one
+/// `Authorization` at most.
+///
+/// Its answer is the router's, by the router's steps in the router's order: the edge's
+/// ([`FrontEdge`]), then those of [`middleware::authenticated`](crate::middleware) (the bearer
+/// token, the DID's limit, [`admit`](crate::middleware::admit)), the `ledger:read` scope
+/// ([`Authorized::check`]) and the handler ([`ledger::plain_balance`]). A token that is not a
+/// valid bearer token is refused by [`read_balance`] itself, over a request of the path and the
+/// fields (nothing is counted before that: the token's check is pure). A refusal after the
+/// limit is the route's answer with the admission's headers, written by [`write_answer`]; the
+/// balance is written directly, with the same headers. `tests/it/hot.rs` compares the answers
+/// over sockets, refusals included.
 #[derive(Clone)]
 pub struct Front {
     inner: Arc<FrontInner>,
@@ -185,32 +193,133 @@ struct FrontInner {
 
 /// A plain balance read's head, as the connection parsed it.
 #[derive(Debug)]
-pub(crate) struct PlainRead {
-    /// The path (of the balance route's shape, nothing percent-encoded, no query).
-    pub(crate) uri: axum::http::Uri,
-    /// Its `Authorization`, `X-Forwarded-For` and `X-Request-Id` fields, in order.
-    pub(crate) fields: axum::http::HeaderMap,
+pub(crate) struct PlainRead<'a> {
+    /// The path: the balance route's shape, nothing percent-encoded, no query.
+    pub(crate) path: &'a str,
+    /// Its `{coop}` and `{did}`.
+    pub(crate) coop: &'a str,
+    pub(crate) did: &'a str,
+    /// Its one `Authorization` field.
+    pub(crate) authorization: Option<&'a [u8]>,
+    /// Its `X-Forwarded-For` and `X-Request-Id` fields, in order, when it has any.
+    pub(crate) proxy: Option<axum::http::HeaderMap>,
+}
+
+impl PlainRead<'_> {
+    /// The request the router's route would get: the path and the fields.
+    fn request(self) -> Result<Request, crate::error::ApiError> {
+        let uri = axum::http::Uri::from_maybe_shared(bytes::Bytes::copy_from_slice(self.path.as_bytes()))
+            .map_err(|_| gateway_core::Error::bad_request("the request target is not a valid path"))?;
+        let mut request = Request::new(axum::body::Body::empty());
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        if let Some(proxy) = self.proxy {
+            *headers = proxy;
+        }
+        if let Some(value) = self.authorization {
+            let value = axum::http::HeaderValue::from_bytes(value)
+                .map_err(|_| gateway_core::Error::bad_request("the Authorization field is malformed"))?;
+            headers.insert(axum::http::header::AUTHORIZATION, value);
+        }
+        Ok(request)
+    }
+}
+
+/// What a plain read came to.
+enum Read {
+    /// The balance, to an admitted caller.
+    Balance { answer: BalanceAnswer, admission: gateway_limits::Admission },
+    /// Any other answer, with the headers the route gave it.
+    Answer(Response),
 }
 
 impl Front {
-    /// The whole answer to `read` from `peer`, as wire bytes, appended to `out`.
+    /// The whole answer to `read` from `peer`, as wire bytes, appended to `out` (`body` is room
+    /// for the body while the head is written).
     pub(crate) async fn answer(
         &self,
-        read: PlainRead,
+        read: PlainRead<'_>,
         peer: std::net::IpAddr,
         out: &mut Vec<u8>,
+        body: &mut Vec<u8>,
     ) -> std::io::Result<()> {
         let FrontInner { state, edge } = &*self.inner;
-        let begun = match edge.begin(peer, &read.fields, BALANCE_ROUTE) {
+        let begun = match edge.begin(peer, read.proxy.as_ref().unwrap_or(&axum::http::HeaderMap::new()), BALANCE_ROUTE)
+        {
             Ok(begun) => begun,
             Err(answered) => return write_answer(*answered, None, out).await,
         };
-        let mut request = Request::new(axum::body::Body::empty());
-        *request.uri_mut() = read.uri;
-        *request.headers_mut() = read.fields;
-        let response = tracing::Instrument::instrument(read_balance(state.clone(), request), begun.span.clone()).await;
-        let request_id = edge.end(begun, response.status().as_u16(), response.extensions());
-        write_answer(response, Some((edge, request_id)), out).await
+        let span = begun.span.clone();
+        match tracing::Instrument::instrument(self.read(read), span).await {
+            Read::Balance { answer, admission } => {
+                let request_id = edge.end(begun, 200, &axum::http::Extensions::new());
+                body.clear();
+                answer.write_json(body);
+                let reset = state.limits.reset_secs(admission.limit, admission.remaining, admission.reset_after);
+                let mut number = itoa::Buffer::new();
+                out.extend_from_slice(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncache-control: no-store\r\nx-ratelimit-limit: ",
+                );
+                out.extend_from_slice(number.format(admission.limit).as_bytes());
+                out.extend_from_slice(b"\r\nx-ratelimit-remaining: ");
+                out.extend_from_slice(number.format(admission.remaining).as_bytes());
+                out.extend_from_slice(b"\r\nx-ratelimit-reset: ");
+                out.extend_from_slice(number.format(reset).as_bytes());
+                out.extend_from_slice(b"\r\nx-request-id: ");
+                out.extend_from_slice(request_id.as_bytes());
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(edge.decoration());
+                out.extend_from_slice(b"content-length: ");
+                out.extend_from_slice(number.format(body.len()).as_bytes());
+                out.extend_from_slice(b"\r\ndate: ");
+                http_date(|date| out.extend_from_slice(date));
+                out.extend_from_slice(b"\r\n\r\n");
+                out.extend_from_slice(body);
+                Ok(())
+            }
+            Read::Answer(response) => {
+                let request_id = edge.end(begun, response.status().as_u16(), response.extensions());
+                write_answer(response, Some((edge, request_id)), out).await
+            }
+        }
+    }
+
+    /// [`read_balance`]'s steps for a plain read (see [`Front`]).
+    async fn read(&self, read: PlainRead<'_>) -> Read {
+        let state = &self.inner.state;
+        // `HeaderValue::to_str`'s test: visible ASCII and tabs.
+        let token = read
+            .authorization
+            .and_then(|value| std::str::from_utf8(value).ok())
+            .filter(|value| value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)))
+            .and_then(crate::middleware::bearer);
+        let Some(verified) = token.and_then(|token| state.auth.tokens().verify(token).ok()) else {
+            // Refused before anything is counted: the router's steps say how.
+            return Read::Answer(match read.request() {
+                Ok(request) => read_balance(state.clone(), request).await,
+                Err(err) => err.into_response(),
+            });
+        };
+        let mut caller = crate::middleware::caller_of(verified);
+        let admission = match state.limits.check_did(&caller.did).await {
+            Ok(admission) => admission,
+            Err((err, limit)) => return Read::Answer(crate::middleware::over_limit(state, err, limit)),
+        };
+        let answer = match crate::middleware::admit(state, &mut caller, read.path, false).await {
+            Ok(()) => match Authorized::<LedgerRead>::check(caller) {
+                Ok(caller) => ledger::plain_balance(state, &caller, read.coop, read.did).await,
+                Err(refusal) => Err(refusal),
+            },
+            Err(refusal) => Err(refusal),
+        };
+        match answer {
+            Ok(answer) => Read::Balance { answer, admission },
+            Err(refusal) => {
+                let mut response = refusal.into_response();
+                crate::middleware::admitted_headers(state, response.headers_mut(), &admission);
+                Read::Answer(response)
+            }
+        }
     }
 }
 

@@ -270,11 +270,17 @@ impl RateLimits {
 
     /// Writes the DID layer's headers.
     pub fn write_headers(&self, headers: &mut HeaderMap, limit: u32, remaining: u32, reset_after: Duration) {
-        let now = UNIX_EPOCH + Duration::from_millis(self.wall_clock.now_unix_millis());
-        let reset = Admission { limit, remaining, reset_after }.reset_unix_secs(now);
+        let reset = self.reset_secs(limit, remaining, reset_after);
         headers.insert(RATELIMIT_LIMIT, LAST_LIMIT.with_borrow_mut(|last| last.value(limit.into())));
         headers.insert(RATELIMIT_REMAINING, number(remaining.into()));
         headers.insert(RATELIMIT_RESET, LAST_RESET.with_borrow_mut(|last| last.value(reset)));
+    }
+
+    /// The `X-RateLimit-Reset` value: when the bucket is full again, Unix seconds by the wall
+    /// clock.
+    pub fn reset_secs(&self, limit: u32, remaining: u32, reset_after: Duration) -> u64 {
+        let now = UNIX_EPOCH + Duration::from_millis(self.wall_clock.now_unix_millis());
+        Admission { limit, remaining, reset_after }.reset_unix_secs(now)
     }
 
     /// Unix seconds now, by the wall clock.

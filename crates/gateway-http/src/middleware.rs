@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gateway_auth::Authenticator;
 use gateway_core::Error;
+use gateway_limits::Admission;
 
 use crate::caller::Caller;
 use crate::error::ApiError;
@@ -54,37 +55,9 @@ where
     };
     let admission = match state.limits.check_did(&caller.did).await {
         Ok(admission) => admission,
-        Err((err, limit)) => {
-            let retry = match &err {
-                ApiError::Core(Error::RateLimited { retry_after_secs, .. }) => Duration::from_secs(*retry_after_secs),
-                _ => Duration::ZERO,
-            };
-            let mut response = err.into_response();
-            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            state.limits.write_headers(response.headers_mut(), limit, 0, retry);
-            return response;
-        }
+        Err((err, limit)) => return over_limit(state, err, limit),
     };
-    let admitted = match &caller.coop_id {
-        None if !identity_route(request.uri().path()) => Err(ApiError::from(Error::denied(
-            IDENTITY_ONLY,
-            "this token is identity-only (issued without coop_id): it opens the identity routes only; log in with coop_id for this route",
-        ))),
-        None => Ok(()),
-        Some(coop) => {
-            let creating = creates_coop(&request);
-            match state.membership.effective_scopes(coop, &caller.did, caller.scopes).await {
-                Ok(scopes) => {
-                    caller.scopes = scopes;
-                    Ok(())
-                }
-                // Creating a coop that already exists is 409 for whoever asks, members or not:
-                // the handler's existence check answers, and creating is all it can do.
-                Err(Error::AuthorizationFailed { .. }) if creating => Ok(()),
-                Err(err) => Err(ApiError::from(err)),
-            }
-        }
-    };
+    let admitted = admit(state, &mut caller, request.uri().path(), creates_coop(&request)).await;
     let mut response = match admitted {
         Ok(()) => {
             // The request's signature, when it has one or its route needs one (contract 11).
@@ -105,13 +78,54 @@ where
         }
         Err(err) => err.into_response(),
     };
-    let headers = response.headers_mut();
+    admitted_headers(state, response.headers_mut(), &admission);
+    response
+}
+
+/// The answer to a caller over its DID's rate limit: 429, `Cache-Control: no-store`, the
+/// `X-RateLimit-*` headers with none remaining.
+pub(crate) fn over_limit(state: &AppState, err: ApiError, limit: u32) -> Response {
+    let retry = match &err {
+        ApiError::Core(Error::RateLimited { retry_after_secs, .. }) => Duration::from_secs(*retry_after_secs),
+        _ => Duration::ZERO,
+    };
+    let mut response = err.into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    state.limits.write_headers(response.headers_mut(), limit, 0, retry);
+    response
+}
+
+/// What an admitted caller may do on `path`: an identity-only token opens the identity routes
+/// only; a coop's token, only while its DID is a member, with the scopes its role allows now
+/// (which replace the token's).
+pub(crate) async fn admit(state: &AppState, caller: &mut Caller, path: &str, creating: bool) -> Result<(), ApiError> {
+    match &caller.coop_id {
+        None if !identity_route(path) => Err(ApiError::from(Error::denied(
+            IDENTITY_ONLY,
+            "this token is identity-only (issued without coop_id): it opens the identity routes only; log in with coop_id for this route",
+        ))),
+        None => Ok(()),
+        Some(coop) => match state.membership.effective_scopes(coop, &caller.did, caller.scopes).await {
+            Ok(scopes) => {
+                caller.scopes = scopes;
+                Ok(())
+            }
+            // Creating a coop that already exists is 409 for whoever asks, members or not:
+            // the handler's existence check answers, and creating is all it can do.
+            Err(Error::AuthorizationFailed { .. }) if creating => Ok(()),
+            Err(err) => Err(ApiError::from(err)),
+        },
+    }
+}
+
+/// The headers of every answer to an admitted caller: `Cache-Control: no-store` and the
+/// `X-RateLimit-*` headers of its admission.
+pub(crate) fn admitted_headers(state: &AppState, headers: &mut HeaderMap, admission: &Admission) {
     // Room for these four and the edge's headers at once: the map grows once, if at all,
     // instead of once here and again at the edge.
     headers.reserve(12);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     state.limits.write_headers(headers, admission.limit, admission.remaining, admission.reset_after);
-    response
 }
 
 /// `details.reason` of a coop route refusing an identity-only token.
@@ -143,9 +157,17 @@ fn bearer_token(request: &Request) -> Result<&str, ApiError> {
         .get(header::AUTHORIZATION)
         .ok_or_else(|| Error::AuthenticationFailed("missing bearer token".into()))?;
     let value = value.to_str().map_err(|_| Error::AuthenticationFailed("malformed Authorization header".into()))?;
+    bearer(value)
+        .ok_or_else(|| Error::AuthenticationFailed("the Authorization header must be 'Bearer <token>'".into()).into())
+}
+
+/// The token of an `Authorization` value of the form `Bearer <token>`.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     match value.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => Ok(token.trim()),
-        _ => Err(Error::AuthenticationFailed("the Authorization header must be 'Bearer <token>'".into()).into()),
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+            Some(token.trim())
+        }
+        _ => None,
     }
 }
 
@@ -154,12 +176,12 @@ pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, gateway_auth:
     let verified = auth.tokens().verify(token).inspect_err(|err| {
         metrics::counter!("icn_gateway_auth_failures_total", "reason" => err.reason()).increment(1);
     })?;
-    Ok(Caller {
-        did: verified.did,
-        coop_id: verified.coop_id,
-        scopes: verified.scopes,
-        expires_at: verified.expires_at,
-    })
+    Ok(caller_of(verified))
+}
+
+/// The caller a verified token names.
+pub(crate) fn caller_of(verified: gateway_auth::VerifiedToken) -> Caller {
+    Caller { did: verified.did, coop_id: verified.coop_id, scopes: verified.scopes, expires_at: verified.expires_at }
 }
 
 /// The request-id header name.

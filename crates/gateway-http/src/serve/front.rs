@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::watch;
@@ -45,9 +45,9 @@ const LEFT_TO_HYPER: [&str; 8] = [
 
 /// What the buffered bytes begin with.
 #[derive(Debug)]
-pub(super) enum Head {
+pub(super) enum Head<'a> {
     /// A plain balance read, whose head is the first `len` bytes.
-    Plain { len: usize, read: PlainRead },
+    Plain { len: usize, read: PlainRead<'a> },
     /// Not a whole head yet, and it may still be one.
     Incomplete,
     /// Anything else: hyper's.
@@ -55,7 +55,7 @@ pub(super) enum Head {
 }
 
 /// Classifies the start of `bytes` (see the module's description).
-pub(super) fn classify(bytes: &[u8]) -> Head {
+pub(super) fn classify(bytes: &[u8]) -> Head<'_> {
     // hyper's parser configuration (the default) over slots it need not clear first, as hyper's.
     let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
     let mut request = httparse::Request::new(&mut []);
@@ -68,23 +68,28 @@ pub(super) fn classify(bytes: &[u8]) -> Head {
     let (Some("GET"), Some(1), Some(path)) = (request.method, request.version, request.path) else {
         return Head::Other;
     };
-    if !path.bytes().all(plain) || crate::hot::balance_path(path).is_none() {
+    let Some((coop, did)) = crate::hot::balance_path(path).filter(|_| path.bytes().all(plain)) else {
         return Head::Other;
-    }
-    let mut fields = HeaderMap::new();
+    };
+    let mut authorization = None;
+    let mut proxy: Option<HeaderMap> = None;
     for field in request.headers.iter() {
         let kept = match field.name {
             name if LEFT_TO_HYPER.iter().any(|left| name.eq_ignore_ascii_case(left)) => return Head::Other,
-            name if name.eq_ignore_ascii_case("authorization") => header::AUTHORIZATION,
+            name if name.eq_ignore_ascii_case("authorization") => {
+                if authorization.replace(field.value).is_some() {
+                    return Head::Other;
+                }
+                continue;
+            }
             name if name.eq_ignore_ascii_case("x-forwarded-for") => HeaderName::from_static("x-forwarded-for"),
             name if name.eq_ignore_ascii_case("x-request-id") => crate::middleware::REQUEST_ID,
             _ => continue,
         };
         let Ok(value) = HeaderValue::from_bytes(field.value) else { return Head::Other };
-        fields.append(kept, value);
+        proxy.get_or_insert_with(HeaderMap::new).append(kept, value);
     }
-    let Ok(uri) = Uri::from_maybe_shared(Bytes::copy_from_slice(path.as_bytes())) else { return Head::Other };
-    Head::Plain { len, read: PlainRead { uri, fields } }
+    Head::Plain { len, read: PlainRead { path, coop, did, authorization, proxy } }
 }
 
 /// A byte of a plain path: unreserved, a sub-delimiter, `:`, `@` or `/` (RFC 3986), never `%`,
@@ -111,12 +116,12 @@ pub(super) async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
     peer: IpAddr,
     stopped: &mut watch::Receiver<()>,
 ) -> Left {
-    let mut out = Vec::new();
+    let (mut out, mut body) = (Vec::new(), Vec::new());
     loop {
         match classify(buffer) {
             Head::Plain { len, read } => {
                 out.clear();
-                if front.answer(read, peer, &mut out).await.is_err() {
+                if front.answer(read, peer, &mut out, &mut body).await.is_err() {
                     return Left::Closed;
                 }
                 buffer.advance(len);
@@ -225,11 +230,30 @@ mod tests {
         pipelined.extend_from_slice(b"GET /next");
         let Head::Plain { len, read } = classify(&pipelined) else { panic!("taken") };
         assert_eq!(len, bytes.len(), "the head only");
-        assert_eq!(read.uri.path(), format!("/v1/ledger/c1/balance/{DID}"));
-        assert_eq!(read.fields.get_all(header::AUTHORIZATION).iter().collect::<Vec<_>>(), ["Bearer a"]);
-        assert_eq!(read.fields.get_all("x-forwarded-for").iter().collect::<Vec<_>>(), ["10.0.0.1", "10.0.0.2"]);
-        assert_eq!(read.fields.get("x-request-id").unwrap(), "r1");
-        assert_eq!(read.fields.len(), 4, "nothing else is kept");
+        assert_eq!(read.path, format!("/v1/ledger/c1/balance/{DID}"));
+        assert_eq!((read.coop, read.did), ("c1", DID));
+        assert_eq!(read.authorization, Some(b"Bearer a".as_slice()));
+        let proxy = read.proxy.expect("the proxy's fields");
+        assert_eq!(proxy.get_all("x-forwarded-for").iter().collect::<Vec<_>>(), ["10.0.0.1", "10.0.0.2"]);
+        assert_eq!(proxy.get("x-request-id").unwrap(), "r1");
+        assert_eq!(proxy.len(), 3, "nothing else is kept");
+        let bare = head(&[&format!("GET /v1/ledger/c1/balance/{DID} HTTP/1.1"), "Host: x"]);
+        let Head::Plain { read, .. } = classify(&bare) else { panic!("taken") };
+        assert!(read.authorization.is_none() && read.proxy.is_none());
+    }
+
+    proptest::proptest! {
+        /// Every path the front takes is a URI hyper would have made of it (the router's steps
+        /// get it as one when they answer).
+        #[test]
+        fn a_plain_path_is_a_uri(coop in "[-._~!$&'()*+,;=:@A-Za-z0-9]{1,40}", did in "[-._~!$&'()*+,;=:@A-Za-z0-9]{1,80}") {
+            let path = format!("/v1/ledger/{coop}/balance/{did}");
+            let bytes = head(&[&format!("GET {path} HTTP/1.1")]);
+            let Head::Plain { read, .. } = classify(&bytes) else { panic!("taken: {path}") };
+            let uri: axum::http::Uri = read.path.parse().expect("a URI");
+            proptest::prop_assert_eq!(uri.path(), path.as_str());
+            proptest::prop_assert!(uri.query().is_none());
+        }
     }
 
     #[test]
@@ -257,6 +281,7 @@ mod tests {
             head(&[&plain, "Signature-Input: sig1=()"]),
             head(&[&plain, "SIGNATURE: sig1=:AA:"]),
             head(&[&plain, "Bad Name: x"]),
+            head(&[&plain, "Authorization: Bearer a", "authorization: Bearer b"]),
             b"GARBAGE\r\n\r\n".to_vec(),
             vec![b'G'; MAX_HEAD],
         ];
