@@ -149,7 +149,7 @@ pub async fn serve<S: App>(
             tokio::spawn(refuse_connection(socket, limits.max_connections_per_address));
             continue;
         };
-        let mut guarded = Guarded::new(socket, &limits);
+        let (mut guarded, idle_timeout) = (Guarded::new(socket, &limits), limits.idle_timeout);
         let (mut stopped, alive, app, http) = (stopped.clone(), alive.subscribe(), app.clone(), http.clone());
         tokio::spawn(async move {
             let _slot = slot;
@@ -157,7 +157,7 @@ pub async fn serve<S: App>(
             let mut read = BytesMut::new();
             let mut stopping = false;
             if let Some(front) = app.front() {
-                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped).await {
+                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped, idle_timeout).await {
                     front::Left::Closed => return,
                     front::Left::ToHyper { stopping: stop } => stopping = stop,
                 }
@@ -416,15 +416,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
                 ready!(this.poll_pending(cx))?;
                 return Poll::Ready(Ok(buf.len()));
             }
-            this.answering(buf);
-            // The deadline the answer armed must wake the connection even if hyper does not
-            // read again until the client sends something: its timer is registered now.
-            if this.timed()
-                && let Some(deadline) = &mut this.deadline
-                && deadline.as_mut().poll(cx).is_ready()
-            {
-                cx.waker().wake_by_ref();
+            // Counted once the socket took the head's first bytes: a write that must wait is
+            // offered again, and the rest of a head written in part does not start like one.
+            let written = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
+            if matches!(written, Ok(n) if n > 0) {
+                this.answering(buf);
+                // The deadline the answer armed must wake the connection even if hyper does
+                // not read again until the client sends something: its timer is registered now.
+                if this.timed()
+                    && let Some(deadline) = &mut this.deadline
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    cx.waker().wake_by_ref();
+                }
             }
+            return Poll::Ready(written);
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
     }
@@ -460,6 +466,49 @@ impl<T: AsyncWrite + Unpin> Guarded<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket whose writes wait until it is told to take them.
+    struct Stalled {
+        taking: bool,
+    }
+
+    impl AsyncRead for Stalled {
+        fn poll_read(self: Pin<&mut Self>, _cx: &mut Context<'_>, _buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl AsyncWrite for Stalled {
+        fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            if self.taking { Poll::Ready(Ok(buf.len())) } else { Poll::Pending }
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_offered_again_after_a_wait_is_counted_once() {
+        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default());
+        // Two pipelined heads seen: two answers owed.
+        guarded.saw(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
+        assert_eq!(guarded.unanswered, 2);
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..3 {
+            assert!(Pin::new(&mut guarded).poll_write(&mut cx, answer).is_pending());
+        }
+        assert_eq!(guarded.unanswered, 2, "nothing written, nothing answered");
+        guarded.inner.taking = true;
+        assert!(matches!(Pin::new(&mut guarded).poll_write(&mut cx, answer), Poll::Ready(Ok(n)) if n == answer.len()));
+        assert_eq!(guarded.unanswered, 1, "the second head still waits for its answer");
+    }
 
     #[test]
     fn interim_answers_are_looked_past() {

@@ -16,6 +16,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::{Buf, Bytes, BytesMut};
@@ -109,47 +110,94 @@ pub(super) enum Left {
 }
 
 /// Answers the connection's plain balance reads until it closes or a request is anything else.
+/// An answer the client does not take within `patience` (the idle timeout) closes the
+/// connection.
 pub(super) async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
     front: &Front,
     io: &mut T,
     buffer: &mut BytesMut,
     peer: IpAddr,
     stopped: &mut watch::Receiver<()>,
+    patience: Duration,
 ) -> Left {
     let (mut out, mut body) = (Vec::new(), Vec::new());
+    // Whether the shutdown signal has come, asked without waiting (and without the channel's
+    // lock); the wait itself is one future for the connection's whole time here.
+    let probe = stopped.clone();
+    let stop = stopped.changed();
+    tokio::pin!(stop);
+    // How much of the buffer is known to hold no end of a head: a head that arrives in pieces
+    // is parsed once it may be whole, not again after every piece.
+    let mut searched = 0;
     loop {
-        match classify(buffer) {
-            Head::Plain { len, read } => {
-                out.clear();
-                if front.answer(read, peer, &mut out, &mut body).await.is_err() {
-                    return Left::Closed;
+        if may_end_head(buffer, searched) {
+            match classify(buffer) {
+                Head::Plain { len, read } => {
+                    out.clear();
+                    if front.answer(read, peer, &mut out, &mut body).await.is_err() {
+                        return Left::Closed;
+                    }
+                    buffer.advance(len);
+                    searched = 0;
+                    // The shutdown signal: the answer under way says the connection closes, as
+                    // hyper's graceful shutdown does, and it does.
+                    let closing = probe.has_changed().unwrap_or(true);
+                    if closing {
+                        closes(&mut out);
+                    }
+                    if write(io, &out, patience).await.is_err() || closing {
+                        return Left::Closed;
+                    }
+                    continue;
                 }
-                buffer.advance(len);
-                if io.write_all(&out).await.is_err() || io.flush().await.is_err() {
-                    return Left::Closed;
-                }
-                // The shutdown signal: the request under way is answered, then the connection
-                // closes, as hyper's graceful shutdown does.
-                if stopped.has_changed().unwrap_or(true) {
-                    return Left::Closed;
-                }
-                continue;
+                Head::Incomplete => {}
+                Head::Other => return Left::ToHyper { stopping: false },
             }
-            Head::Incomplete => {}
-            Head::Other => return Left::ToHyper { stopping: false },
         }
+        searched = buffer.len();
         buffer.reserve(4096);
         tokio::select! {
             read = io.read_buf(buffer) => match read {
                 Ok(0) | Err(_) => return Left::Closed,
                 Ok(_) => {}
             },
-            _ = stopped.changed() => {
+            _ = &mut stop => {
                 // Idle: close now. Part of a head: hyper reads the rest and answers it.
                 return if buffer.is_empty() { Left::Closed } else { Left::ToHyper { stopping: true } };
             }
         }
     }
+}
+
+/// Whether `bytes` past the first `searched` (known to hold no end of a head) may complete a
+/// head: an empty line, `\n\n` or `\n\r\n` (a line may end in `\n` alone, as hyper reads it).
+fn may_end_head(bytes: &[u8], searched: usize) -> bool {
+    let from = &bytes[searched.saturating_sub(2)..];
+    memchr::memmem::find(from, b"\n\r\n").is_some() || memchr::memmem::find(from, b"\n\n").is_some()
+}
+
+/// Adds `connection: close` to the answer in `out` (a head and its body).
+fn closes(out: &mut Vec<u8>) {
+    if let Some(end) = memchr::memmem::find(out, b"\r\n\r\n") {
+        out.splice(end + 2..end + 2, b"connection: close\r\n".iter().copied());
+    }
+}
+
+/// Writes `bytes` whole: at once when the socket takes them (the usual case, with no timer),
+/// else within `patience`.
+async fn write<T: AsyncWrite + Unpin>(io: &mut T, bytes: &[u8], patience: Duration) -> io::Result<()> {
+    use futures_util::FutureExt;
+    let written = match io.write(bytes).now_or_never() {
+        Some(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+        Some(written) => written?,
+        None => 0,
+    };
+    if written < bytes.len() {
+        tokio::time::timeout(patience, io.write_all(&bytes[written..]))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the client did not take its answer"))??;
+    }
+    Ok(())
 }
 
 /// A socket whose first bytes are the ones the front read before leaving the connection to
@@ -171,6 +219,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
             let n = self.read.len().min(buf.remaining());
             buf.put_slice(&self.read[..n]);
             self.read.advance(n);
+            if self.read.is_empty() {
+                // The front's buffer is not kept for the connection's life.
+                self.read = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -292,6 +344,26 @@ mod tests {
         let mut lines = vec![plain.as_str()];
         lines.extend(many.iter().map(String::as_str));
         assert!(matches!(classify(&head(&lines)), Head::Other), "more fields than hyper takes");
+    }
+
+    #[test]
+    fn a_head_is_parsed_once_it_may_be_whole() {
+        let bytes = head(&[&format!("GET /v1/ledger/c1/balance/{DID} HTTP/1.1"), "Authorization: Bearer a"]);
+        assert!(may_end_head(&bytes, 0));
+        for cut in 1..bytes.len() {
+            // Whatever was searched before, the end is found among the new bytes.
+            assert!(may_end_head(&bytes, cut.min(bytes.len() - 1)), "searched {cut}");
+        }
+        assert!(!may_end_head(&bytes[..bytes.len() - 2], 0), "no empty line yet");
+        assert!(may_end_head(b"GET / HTTP/1.1\nhost: x\n\n", 10), "lines ending in LF");
+        assert!(may_end_head(b"GET / HTTP/1.1\nhost: x\n\r\n", 24));
+    }
+
+    #[test]
+    fn an_answer_at_shutdown_says_the_connection_closes() {
+        let mut out = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody".to_vec();
+        closes(&mut out);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbody");
     }
 
     #[test]
