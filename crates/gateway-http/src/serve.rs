@@ -167,7 +167,14 @@ pub async fn serve<S: App>(
             let io = TokioIo::new(front::Rewind::new(read.freeze(), guarded));
             let connection = http.serve_connection(io, service).with_upgrades();
             tokio::pin!(connection);
-            if !stopping {
+            if stopping {
+                // hyper shuts an untouched connection at once: it reads the front's bytes (part
+                // of a head) first, so that the request under way is answered.
+                let once = std::future::poll_fn(|cx| Poll::Ready(connection.as_mut().poll(cx))).await;
+                if once.is_ready() {
+                    return;
+                }
+            } else {
                 tokio::select! {
                     result = connection.as_mut() => {
                         if let Err(err) = result {
@@ -413,7 +420,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
                 // reported written.
                 let body = format!(r#"{{"error":"{message}","code":"BAD_REQUEST","details":{{}}}}"#);
                 this.pending = Some((canned(status, reason, &body, "").into_bytes(), 0));
-                ready!(this.poll_pending(cx))?;
+                // The original is taken now, written or not: offered again after a wait, it
+                // would be rewritten, and written, twice. What is left of the rewrite goes out
+                // before anything else (every write, flush and shutdown drains it first).
+                if let Poll::Ready(Err(err)) = this.poll_pending(cx) {
+                    return Poll::Ready(Err(err));
+                }
                 return Poll::Ready(Ok(buf.len()));
             }
             // Counted once the socket took the head's first bytes: a write that must wait is
@@ -490,6 +502,21 @@ mod tests {
         fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    #[tokio::test]
+    async fn hypers_refusal_offered_again_after_a_wait_is_written_once() {
+        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default());
+        let refusal = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let taken = Pin::new(&mut guarded).poll_write(&mut cx, refusal);
+        assert!(matches!(taken, Poll::Ready(Ok(n)) if n == refusal.len()), "taken at once: {taken:?}");
+        let rewritten = guarded.pending.as_ref().map(|(bytes, _)| bytes.clone()).expect("the contract's answer waits");
+        assert!(String::from_utf8_lossy(&rewritten).contains("BAD_REQUEST"));
+        guarded.inner.taking = true;
+        assert!(matches!(Pin::new(&mut guarded).poll_flush(&mut cx), Poll::Ready(Ok(()))));
+        assert!(guarded.pending.is_none(), "written once, by the flush");
     }
 
     #[tokio::test]

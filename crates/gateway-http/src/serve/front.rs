@@ -62,8 +62,9 @@ pub(super) fn classify(bytes: &[u8]) -> Head<'_> {
     let mut request = httparse::Request::new(&mut []);
     let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(&mut request, bytes, &mut slots)
     {
-        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD => len,
         Ok(httparse::Status::Partial) if bytes.len() < MAX_HEAD => return Head::Incomplete,
+        Ok(httparse::Status::Complete(_)) => return Head::Other,
         Ok(httparse::Status::Partial) | Err(_) => return Head::Other,
     };
     let (Some("GET"), Some(1), Some(path)) = (request.method, request.version, request.path) else {
@@ -130,7 +131,7 @@ pub(super) async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
     // is parsed once it may be whole, not again after every piece.
     let mut searched = 0;
     loop {
-        if may_end_head(buffer, searched) {
+        if buffer.len() >= MAX_HEAD || may_end_head(buffer, searched) {
             match classify(buffer) {
                 Head::Plain { len, read } => {
                     out.clear();
@@ -336,6 +337,7 @@ mod tests {
             head(&[&plain, "Authorization: Bearer a", "authorization: Bearer b"]),
             b"GARBAGE\r\n\r\n".to_vec(),
             vec![b'G'; MAX_HEAD],
+            head(&[&plain, &format!("x-long: {}", "a".repeat(MAX_HEAD))]),
         ];
         for bytes in others {
             assert!(matches!(classify(&bytes), Head::Other), "{}", String::from_utf8_lossy(&bytes));
