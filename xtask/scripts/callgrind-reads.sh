@@ -10,6 +10,11 @@
 # counters are zeroed, 10 s are counted, and the total is divided by the requests wrk completed.
 # Needs valgrind, wrk and python3; sends traffic only to 127.0.0.1. With CALLGRIND_KEEP=<file>,
 # the counted profile is copied there for callgrind_annotate.
+#
+# With TAIL=1 the binary runs without valgrind (with the flags in GATEWAY_FLAGS) and, after 2 s of
+# warm-up, wrk (two threads, 64 connections, --latency) reads for 4 s twice, printing requests/s
+# and p99 of each run: the ceiling scenario's load on one gateway, for alternating two builds in
+# the same minutes. Use 900 members: each DID's bucket (1,000 a minute) then lasts the run.
 set -euo pipefail
 
 binary=${1:-target/release/gatewayd}
@@ -19,7 +24,9 @@ secret="callgrind-reads-secret-callgrind-reads-secret"
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-for tool in valgrind wrk python3 callgrind_control callgrind_annotate; do
+tools="valgrind wrk python3 callgrind_control callgrind_annotate"
+[ "${TAIL:-0}" = 1 ] && tools="wrk python3"
+for tool in $tools; do
     command -v "$tool" >/dev/null || { echo "callgrind-reads: $tool is not installed" >&2; exit 1; }
 done
 
@@ -70,9 +77,12 @@ end
 """)
 PY
 
-ICN_GATEWAY_JWT_SECRET=$secret RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+under=(valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out")
+[ "${TAIL:-0}" = 1 ] && under=()
+# shellcheck disable=SC2086 # GATEWAY_FLAGS is a list of flags
+ICN_GATEWAY_JWT_SECRET=$secret RUST_LOG=warn "${under[@]}" \
     "$binary" --listen "127.0.0.1:$port" --metrics-listen 127.0.0.1:0 --store "sqlite:$work/gw.db" \
-    --open-enrollment true --trust-default 0.9 >"$work/gatewayd.log" 2>&1 &
+    --open-enrollment true --trust-default 0.9 ${GATEWAY_FLAGS:-} >"$work/gatewayd.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do
     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/health')" 2>/dev/null && break
@@ -91,6 +101,17 @@ for member in setup["members"]:
     post("/v1/coops/bench/members", {"did": member})
 PY
 
+if [ "${TAIL:-0}" = 1 ]; then
+    wrk -t2 -c64 -d2 -s "$work/reads.lua" "http://127.0.0.1:$port" >/dev/null
+    for _ in 1 2; do
+        wrk -t2 -c64 -d4 --latency -s "$work/reads.lua" "http://127.0.0.1:$port" >"$work/wrk.txt"
+        rate=$(grep -oE 'Requests/sec: +[0-9.]+' "$work/wrk.txt" | grep -oE '[0-9.]+$')
+        p99=$(grep -E '^ +99%' "$work/wrk.txt" | awk '{print $2}')
+        refused=$(grep -oE 'non-2xx [0-9]+' "$work/wrk.txt" | grep -oE '[0-9]+$')
+        echo "$binary ${GATEWAY_FLAGS:-}: $rate reads/s, p99 $p99, $refused not 2xx"
+    done
+    exit 0
+fi
 wrk -t1 -c8 -d3 -s "$work/reads.lua" "http://127.0.0.1:$port" >/dev/null
 callgrind_control -z "$pid" >/dev/null
 wrk -t1 -c8 -d10 -s "$work/reads.lua" "http://127.0.0.1:$port" >"$work/wrk.txt"
