@@ -149,7 +149,7 @@ pub async fn serve<S: App>(
             tokio::spawn(refuse_connection(socket, limits.max_connections_per_address));
             continue;
         };
-        let (mut guarded, idle_timeout) = (Guarded::new(socket, &limits), limits.idle_timeout);
+        let mut guarded = Guarded::new(socket, &limits);
         let (mut stopped, alive, app, http) = (stopped.clone(), alive.subscribe(), app.clone(), http.clone());
         tokio::spawn(async move {
             let _slot = slot;
@@ -157,7 +157,7 @@ pub async fn serve<S: App>(
             let mut read = BytesMut::new();
             let mut stopping = false;
             if let Some(front) = app.front() {
-                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped, idle_timeout).await {
+                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped).await {
                     front::Left::Closed => return,
                     front::Left::ToHyper { stopping: stop } => stopping = stop,
                 }
@@ -274,6 +274,8 @@ struct Guarded<T> {
     /// Upgraded (a WebSocket): no deadline here any more, and the bytes are not followed.
     upgraded: bool,
     deadline: Option<Pin<Box<Sleep>>>,
+    /// When a write that waits gives up ([`Guarded::patiently`]); armed only while one waits.
+    write_deadline: Option<Pin<Box<Sleep>>>,
     header_timeout: Duration,
     idle_timeout: Duration,
     /// A rewritten response still to write, and how much of it is written.
@@ -292,6 +294,7 @@ impl<T> Guarded<T> {
             header_timeout: limits.header_timeout,
             idle_timeout: limits.idle_timeout,
             pending: None,
+            write_deadline: None,
         }
     }
 
@@ -411,7 +414,52 @@ fn hypers_refusal(head: &[u8]) -> Option<(u16, &'static str, &'static str)> {
 
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
+        let polled = self.write_now(cx, buf);
+        self.patiently(cx, polled)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = match self.poll_pending(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_flush(cx),
+            other => other,
+        };
+        self.patiently(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = match self.poll_pending(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_shutdown(cx),
+            other => other,
+        };
+        self.patiently(cx, polled)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Guarded<T> {
+    /// A write, flush or shutdown that waits is given the idle timeout to go through: a client
+    /// that takes no answers is let go (it would otherwise hold its connection, and its place in
+    /// its address's count, for as long as it likes: hyper waits on its writes for ever, and
+    /// while an answer waits, the read deadlines do not run). Not after an upgrade: the stream
+    /// keeps its own.
+    fn patiently<R>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if polled.is_ready() || self.upgraded {
+            if self.write_deadline.is_some() {
+                self.write_deadline = None;
+            }
+            return polled;
+        }
+        let patience = self.idle_timeout;
+        let deadline = self.write_deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(patience)));
+        if deadline.as_mut().poll(cx).is_ready() {
+            self.write_deadline = None;
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client did not take its answer")));
+        }
+        Poll::Pending
+    }
+
+    /// [`AsyncWrite::poll_write`] without the write deadline.
+    fn write_now(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self;
         ready!(this.poll_pending(cx))?;
         // A response head starts every answer; the answer's body chunks never start like one.
         if !this.upgraded && buf.starts_with(b"HTTP/1.1 ") {
@@ -445,16 +493,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
             return Poll::Ready(written);
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.poll_pending(cx))?;
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.poll_pending(cx))?;
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -502,6 +540,40 @@ mod tests {
         fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    #[tokio::test]
+    async fn a_write_the_client_does_not_take_gives_up_after_the_idle_timeout() {
+        let limits = EdgeLimits { idle_timeout: Duration::from_millis(100), ..EdgeLimits::default() };
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".as_slice();
+        let mut guarded = Guarded::new(Stalled { taking: false }, &limits);
+        let started = std::time::Instant::now();
+        let waited = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| Pin::new(&mut guarded).poll_write(cx, answer)),
+        )
+        .await
+        .expect("the write gives up");
+        assert_eq!(waited.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        // The same for a flush of a rewritten refusal, and never after an upgrade.
+        let mut flushing = Guarded::new(Stalled { taking: false }, &limits);
+        flushing.pending = Some((b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), 0));
+        let flushed = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| Pin::new(&mut flushing).poll_flush(cx)),
+        )
+        .await
+        .expect("the flush gives up");
+        assert_eq!(flushed.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        let mut upgraded = Guarded::new(Stalled { taking: false }, &limits);
+        upgraded.upgraded = true;
+        let stream = tokio::time::timeout(
+            Duration::from_millis(400),
+            std::future::poll_fn(|cx| Pin::new(&mut upgraded).poll_write(cx, b"frame")),
+        )
+        .await;
+        assert!(stream.is_err(), "an upgraded connection's writes wait as long as its stream decides");
     }
 
     #[tokio::test]

@@ -16,7 +16,6 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::{Buf, Bytes, BytesMut};
@@ -111,15 +110,14 @@ pub(super) enum Left {
 }
 
 /// Answers the connection's plain balance reads until it closes or a request is anything else.
-/// An answer the client does not take within `patience` (the idle timeout) closes the
-/// connection.
+/// (An answer the client does not take within the idle timeout closes the connection: the
+/// socket's write deadline, [`super::Guarded`].)
 pub(super) async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
     front: &Front,
     io: &mut T,
     buffer: &mut BytesMut,
     peer: IpAddr,
     stopped: &mut watch::Receiver<()>,
-    patience: Duration,
 ) -> Left {
     let (mut out, mut body) = (Vec::new(), Vec::new());
     // Whether the shutdown signal has come, asked without waiting (and without the channel's
@@ -146,7 +144,7 @@ pub(super) async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
                     if closing {
                         closes(&mut out);
                     }
-                    if write(io, &out, patience).await.is_err() || closing {
+                    if io.write_all(&out).await.is_err() || closing {
                         return Left::Closed;
                     }
                     continue;
@@ -182,23 +180,6 @@ fn closes(out: &mut Vec<u8>) {
     if let Some(end) = memchr::memmem::find(out, b"\r\n\r\n") {
         out.splice(end + 2..end + 2, b"connection: close\r\n".iter().copied());
     }
-}
-
-/// Writes `bytes` whole: at once when the socket takes them (the usual case, with no timer),
-/// else within `patience`.
-async fn write<T: AsyncWrite + Unpin>(io: &mut T, bytes: &[u8], patience: Duration) -> io::Result<()> {
-    use futures_util::FutureExt;
-    let written = match io.write(bytes).now_or_never() {
-        Some(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-        Some(written) => written?,
-        None => 0,
-    };
-    if written < bytes.len() {
-        tokio::time::timeout(patience, io.write_all(&bytes[written..]))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the client did not take its answer"))??;
-    }
-    Ok(())
 }
 
 /// A socket whose first bytes are the ones the front read before leaving the connection to
