@@ -166,7 +166,7 @@ async fn read_balance(state: AppState, request: Request) -> Response {
 
 /// A plain balance read that its connection answers itself (plain HTTP: `serve`'s front):
 /// hyper's parsing and dispatch, the request and answer header maps and the edge's header
-/// inserts were about half of a read's work (docs/PERFORMANCE.md), and none of it decides
+/// inserts were about a third of a read's instructions (docs/PERFORMANCE.md), and none of it decides
 /// anything for a read. The connection parses the head itself and gives this only a request
 /// whose answer no field but these can change: a `GET` of the route's exact shape (as [`takes`]),
 /// HTTP/1.1, no body, no `Connection`, `Upgrade`, `Expect`, `Origin` or signature field, one
