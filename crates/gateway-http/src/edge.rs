@@ -257,18 +257,21 @@ impl EdgeLayer {
         let Shared { state, cors } = &*self.shared;
         // Such a request has no `Origin` (the connection leaves those to the router), so its
         // cross-origin headers are the same for every one of them.
+        let allow_origin = cors.allow_origin(&HeaderMap::new());
         let mut headers = HeaderMap::new();
         security_headers(&mut headers, state.config.tls, false);
-        cors.answer_headers(&mut headers, cors.allow_origin(&HeaderMap::new()), false);
+        cors.answer_headers(&mut headers, allow_origin.clone(), false);
         let mut decoration = Vec::new();
         for (name, value) in &headers {
-            decoration.extend_from_slice(name.as_str().as_bytes());
-            decoration.extend_from_slice(b": ");
-            decoration.extend_from_slice(value.as_bytes());
-            decoration.extend_from_slice(b"\r\n");
+            crate::hot::wire_field(&mut decoration, name.as_str().as_bytes(), value.as_bytes());
         }
         let replaced = std::iter::once(REQUEST_ID).chain(headers.keys().filter(|n| **n != header::VARY).cloned());
-        FrontEdge { shared: self.shared.clone(), decoration: decoration.into(), replaced: replaced.collect() }
+        FrontEdge {
+            shared: self.shared.clone(),
+            decoration: decoration.into(),
+            replaced: replaced.collect(),
+            allow_origin,
+        }
     }
 }
 
@@ -283,6 +286,8 @@ pub(crate) struct FrontEdge {
     /// The headers the edge sets over a route's own (the request id and `decoration`'s, but
     /// `Vary`, which it adds to).
     replaced: Box<[axum::http::HeaderName]>,
+    /// `Access-Control-Allow-Origin` for a request without `Origin` (the wildcard in development).
+    allow_origin: Option<HeaderValue>,
 }
 
 /// A request [`FrontEdge::begin`] let through, until [`FrontEdge::end`].
@@ -310,7 +315,7 @@ impl FrontEdge {
             client,
             exempt,
             swagger: false,
-            allow_origin: self.shared.cors.allow_origin(&HeaderMap::new()),
+            allow_origin: self.allow_origin.clone(),
         };
         let span = tracing::info_span!(target: "gateway_http", "request", request_id = seen.request_id.to_str().unwrap_or("-"));
         let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };

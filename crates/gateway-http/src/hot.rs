@@ -257,23 +257,18 @@ impl Front {
                 answer.write_json(body);
                 let reset = state.limits.reset_secs(admission.limit, admission.remaining, admission.reset_after);
                 let mut number = itoa::Buffer::new();
+                // What `BalanceAnswer`, `admitted_headers` and the edge set, in one pass.
                 out.extend_from_slice(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncache-control: no-store\r\nx-ratelimit-limit: ",
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncache-control: no-store\r\n",
                 );
-                out.extend_from_slice(number.format(admission.limit).as_bytes());
-                out.extend_from_slice(b"\r\nx-ratelimit-remaining: ");
-                out.extend_from_slice(number.format(admission.remaining).as_bytes());
-                out.extend_from_slice(b"\r\nx-ratelimit-reset: ");
-                out.extend_from_slice(number.format(reset).as_bytes());
-                out.extend_from_slice(b"\r\nx-request-id: ");
-                out.extend_from_slice(request_id.as_bytes());
-                out.extend_from_slice(b"\r\n");
+                wire_field(out, b"x-ratelimit-limit", number.format(admission.limit).as_bytes());
+                wire_field(out, b"x-ratelimit-remaining", number.format(admission.remaining).as_bytes());
+                wire_field(out, b"x-ratelimit-reset", number.format(reset).as_bytes());
+                wire_field(out, crate::middleware::REQUEST_ID.as_str().as_bytes(), request_id.as_bytes());
                 out.extend_from_slice(edge.decoration());
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(number.format(body.len()).as_bytes());
-                out.extend_from_slice(b"\r\ndate: ");
-                http_date(|date| out.extend_from_slice(date));
-                out.extend_from_slice(b"\r\n\r\n");
+                wire_field(out, b"content-length", number.format(body.len()).as_bytes());
+                http_date(|date| wire_field(out, b"date", date));
+                out.extend_from_slice(b"\r\n");
                 out.extend_from_slice(body);
                 Ok(())
             }
@@ -335,12 +330,6 @@ async fn write_answer(
     let (parts, body) = response.into_parts();
     // Every answer of this route is whole in memory: collecting it takes no wait.
     let body = axum::body::to_bytes(body, usize::MAX).await.map_err(std::io::Error::other)?;
-    let field = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(parts.status.as_str().as_bytes());
     out.push(b' ');
@@ -349,18 +338,26 @@ async fn write_answer(
     for (name, value) in &parts.headers {
         let set_here = *name == header::CONTENT_LENGTH || *name == header::DATE;
         if !set_here && !edge.as_ref().is_some_and(|(edge, _)| edge.replaces(name)) {
-            field(out, name.as_str().as_bytes(), value.as_bytes());
+            wire_field(out, name.as_str().as_bytes(), value.as_bytes());
         }
     }
     if let Some((edge, request_id)) = &edge {
-        field(out, crate::middleware::REQUEST_ID.as_str().as_bytes(), request_id.as_bytes());
+        wire_field(out, crate::middleware::REQUEST_ID.as_str().as_bytes(), request_id.as_bytes());
         out.extend_from_slice(edge.decoration());
     }
-    field(out, b"content-length", itoa::Buffer::new().format(body.len()).as_bytes());
-    http_date(|date| field(out, b"date", date));
+    wire_field(out, b"content-length", itoa::Buffer::new().format(body.len()).as_bytes());
+    http_date(|date| wire_field(out, b"date", date));
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
     Ok(())
+}
+
+/// One header field of an answer on the wire: `name: value\r\n`.
+pub(crate) fn wire_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Calls `write` with the `Date` of an answer now (as hyper writes it: made once a second).
