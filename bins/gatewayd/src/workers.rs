@@ -1,9 +1,13 @@
-//! The runtime's worker threads: how many there are, whether each runs on a core of its own, and
-//! the scheduler slice they ask Linux for (`--workers`, `--pin-workers`, `--worker-slice-us`).
+//! The runtime's worker threads: how many there are, whether each runs on a core of its own, the
+//! scheduler slice they ask Linux for, and how long a worker keeps its core while other threads
+//! wait for it (`--workers`, `--pin-workers`, `--worker-slice-us`, `--worker-yield-us`).
 //!
 //! By default the workers are tokio's: one per core this process may use, free to run on any of
-//! them, with the kernel's slice. That is right on a shared host. On a host (or a container with a
-//! cpuset) of the gateway's own, two settings cut the slowest answers:
+//! them, with the kernel's slice. They take turns of 200 µs: a worker that has run that long
+//! since it woke yields its core between two polls of connections, so that a thread waiting on
+//! that core (a proxy, a sidecar, the store's writer) waits that long and not a scheduler tick
+//! ([`gateway_http::serve::turns`]). With nothing waiting, the yield returns at once. On a host
+//! (or a container with a cpuset) of the gateway's own, two more settings cut the slowest answers:
 //!
 //! - **Pinned workers.** The scheduler balances threads, not work: with two cores, two busy
 //!   workers and two other busy threads, it often keeps both workers on one core, where each waits
@@ -29,6 +33,13 @@ pub const MIN_SLICE: Duration = Duration::from_micros(100);
 /// The longest slice Linux grants.
 pub const MAX_SLICE: Duration = Duration::from_millis(100);
 
+/// A worker's turn by default.
+pub const DEFAULT_TURN: Duration = Duration::from_micros(200);
+/// The shortest turn a worker may be given: a clock read a poll, and a system call a turn.
+pub const MIN_TURN: Duration = Duration::from_micros(20);
+/// The longest turn: a scheduler tick is at most 10 ms (100 Hz).
+pub const MAX_TURN: Duration = Duration::from_millis(10);
+
 /// How the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerTuning {
@@ -38,11 +49,14 @@ pub struct WorkerTuning {
     pub pin: bool,
     /// The slice the workers ask the scheduler for; `None` keeps the kernel's.
     pub slice: Option<Duration>,
+    /// How long a worker runs before it yields its core to a waiting thread; `None`: until the
+    /// kernel switches it out.
+    pub turn: Option<Duration>,
 }
 
 impl Default for WorkerTuning {
     fn default() -> Self {
-        Self { workers: default_workers(), pin: false, slice: None }
+        Self { workers: default_workers(), pin: false, slice: None, turn: Some(DEFAULT_TURN) }
     }
 }
 
@@ -97,12 +111,14 @@ pub fn runtime(tuning: WorkerTuning) -> std::io::Result<(tokio::runtime::Runtime
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(tuning.workers)
         .enable_all()
+        .on_thread_unpark(gateway_http::serve::turns::woke)
         .on_thread_start(move || {
             let (lock, started_cv) = &*hook;
             let mut started = lock.lock().unwrap_or_else(PoisonError::into_inner);
             let index = started.threads;
             started.threads += 1;
             if index < tuning.workers {
+                gateway_http::serve::turns::take_turns(tuning.turn);
                 if !allowed.is_empty() {
                     let cpu = allowed[index % allowed.len()];
                     match set_affinity(&[cpu]) {
@@ -296,10 +312,15 @@ fn sched_setattr(policy: u32, nice: i32, runtime_ns: u64) -> std::io::Result<()>
 mod tests {
     use super::*;
 
-    /// For each of `n` tasks run at once on `runtime`'s workers, the allowed CPUs and the slice of
-    /// the worker that ran it (which workers run them is the scheduler's choice; every worker
-    /// must show the setting).
-    fn seen_by_workers(runtime: &tokio::runtime::Runtime, n: usize) -> Vec<(Vec<usize>, Option<Duration>)> {
+    /// What a thread sees of its own set-up: the CPUs it may run on and its slice.
+    fn own_setup() -> (Vec<usize>, Option<Duration>) {
+        (allowed_cpus().expect("affinity"), current_slice())
+    }
+
+    /// For each of `n` tasks run at once on `runtime`'s workers, what `probe` returns on the
+    /// worker that ran it (which workers run them is the scheduler's choice; every worker must
+    /// show the setting).
+    fn seen_by_workers<T: Send + 'static>(runtime: &tokio::runtime::Runtime, n: usize, probe: fn() -> T) -> Vec<T> {
         runtime.block_on(async {
             let barrier = Arc::new(tokio::sync::Barrier::new(n));
             let tasks: Vec<_> = (0..n)
@@ -307,7 +328,7 @@ mod tests {
                     let barrier = Arc::clone(&barrier);
                     tokio::spawn(async move {
                         barrier.wait().await;
-                        let seen = (allowed_cpus().expect("affinity"), current_slice());
+                        let seen = probe();
                         // Holding the worker lets the others steal the remaining tasks.
                         std::thread::sleep(Duration::from_millis(50));
                         seen
@@ -322,17 +343,13 @@ mod tests {
         })
     }
 
-    /// What a thread of the blocking pool started by a worker (not by the thread that called
-    /// `block_on`, which is neither pinned nor sliced) may run on, and its slice.
-    fn seen_by_a_blocking_thread(runtime: &tokio::runtime::Runtime) -> (Vec<usize>, Option<Duration>) {
+    /// What `probe` returns on a thread of the blocking pool started by a worker (not by the
+    /// thread that called `block_on`, which is neither pinned nor sliced).
+    fn seen_by_a_blocking_thread<T: Send + 'static>(runtime: &tokio::runtime::Runtime, probe: fn() -> T) -> T {
         runtime.block_on(async {
-            tokio::spawn(async {
-                tokio::task::spawn_blocking(|| (allowed_cpus().expect("affinity"), current_slice()))
-                    .await
-                    .expect("blocking task")
-            })
-            .await
-            .expect("task")
+            tokio::spawn(async move { tokio::task::spawn_blocking(probe).await.expect("blocking task") })
+                .await
+                .expect("task")
         })
     }
 
@@ -340,23 +357,29 @@ mod tests {
     fn pinned_workers_each_run_on_one_allowed_cpu_and_blocking_threads_on_all() {
         let allowed = allowed_cpus().expect("affinity");
         let workers = allowed.len().min(4);
-        let (runtime, applied) = runtime(WorkerTuning { workers, pin: true, slice: None }).expect("runtime");
+        let (runtime, applied) =
+            runtime(WorkerTuning { workers, pin: true, slice: None, turn: None }).expect("runtime");
         assert!(applied.problems.is_empty(), "{:?}", applied.problems);
         let mut pinned = applied.pinned.clone();
         pinned.sort_unstable();
         assert_eq!(pinned, allowed[..workers], "each worker on a CPU of its own");
-        for (cpus, _) in seen_by_workers(&runtime, workers) {
+        for (cpus, _) in seen_by_workers(&runtime, workers, own_setup) {
             assert_eq!(cpus.len(), 1, "a worker runs on one CPU: {cpus:?}");
             assert!(allowed.contains(&cpus[0]));
         }
-        assert_eq!(seen_by_a_blocking_thread(&runtime).0, allowed, "the blocking pool may use every allowed CPU");
+        assert_eq!(
+            seen_by_a_blocking_thread(&runtime, own_setup).0,
+            allowed,
+            "the blocking pool may use every allowed CPU"
+        );
     }
 
     #[test]
     fn more_pinned_workers_than_cpus_share_them_and_say_so() {
         let allowed = allowed_cpus().expect("affinity");
         let workers = allowed.len() + 1;
-        let (_runtime, applied) = runtime(WorkerTuning { workers, pin: true, slice: None }).expect("runtime");
+        let (_runtime, applied) =
+            runtime(WorkerTuning { workers, pin: true, slice: None, turn: None }).expect("runtime");
         assert_eq!(applied.pinned.len(), workers);
         assert!(applied.pinned.iter().all(|cpu| allowed.contains(cpu)));
         assert_eq!(
@@ -368,9 +391,10 @@ mod tests {
     #[test]
     fn unpinned_workers_may_run_anywhere_allowed() {
         let allowed = allowed_cpus().expect("affinity");
-        let (runtime, applied) = runtime(WorkerTuning { workers: 2, pin: false, slice: None }).expect("runtime");
+        let (runtime, applied) =
+            runtime(WorkerTuning { workers: 2, pin: false, slice: None, turn: None }).expect("runtime");
         assert_eq!(applied, Applied::default());
-        for (cpus, _) in seen_by_workers(&runtime, 2) {
+        for (cpus, _) in seen_by_workers(&runtime, 2, own_setup) {
             assert_eq!(cpus, allowed);
         }
     }
@@ -378,23 +402,82 @@ mod tests {
     #[test]
     fn workers_run_with_the_slice_they_ask_for_and_blocking_threads_without() {
         let slice = Duration::from_micros(300);
-        let (runtime, applied) = runtime(WorkerTuning { workers: 2, pin: true, slice: Some(slice) }).expect("runtime");
+        let (runtime, applied) =
+            runtime(WorkerTuning { workers: 2, pin: true, slice: Some(slice), turn: None }).expect("runtime");
         assert!(applied.problems.is_empty(), "{:?}", applied.problems);
         assert_eq!(applied.sliced, 2);
-        for (_, taken) in seen_by_workers(&runtime, 2) {
+        for (_, taken) in seen_by_workers(&runtime, 2, own_setup) {
             assert_eq!(taken, Some(slice));
         }
         let default = current_slice();
         assert!(default.is_some() && default != Some(slice), "the test thread keeps the kernel's slice: {default:?}");
-        assert_eq!(seen_by_a_blocking_thread(&runtime), (allowed_cpus().expect("affinity"), default));
+        assert_eq!(seen_by_a_blocking_thread(&runtime, own_setup), (allowed_cpus().expect("affinity"), default));
+    }
+
+    #[test]
+    fn workers_take_their_turns_and_blocking_threads_none() {
+        let turn = Duration::from_micros(300);
+        let (with, _) =
+            runtime(WorkerTuning { workers: 2, pin: false, slice: None, turn: Some(turn) }).expect("runtime");
+        let mut turns = seen_by_workers(&with, 2, gateway_http::serve::turns::turn);
+        turns.push(seen_by_a_blocking_thread(&with, gateway_http::serve::turns::turn));
+        assert_eq!(turns, [Some(turn), Some(turn), None]);
+        let (without, _) = runtime(WorkerTuning { workers: 1, pin: false, slice: None, turn: None }).expect("runtime");
+        assert_eq!(seen_by_workers(&without, 1, gateway_http::serve::turns::turn), [None]);
+        assert_eq!(WorkerTuning::default().turn, Some(DEFAULT_TURN));
+    }
+
+    /// Two busy threads on one CPU, one of them taking 100 µs turns: between many of its yields
+    /// the other runs (22–26 of 60 on CI's machines: EEVDF lets it run only while it has had less
+    /// than its share). Were the yield not to hand the core over, the other would run only when
+    /// the kernel's tick switched them: between 1 of 60 there.
+    #[test]
+    fn a_worker_whose_turn_is_over_lets_a_thread_waiting_on_its_core_run() {
+        use gateway_http::serve::turns;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let cpu = allowed_cpus().expect("affinity")[0];
+        let progress = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let other = {
+            let (progress, stop) = (Arc::clone(&progress), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                set_affinity(&[cpu]).expect("affinity");
+                while !stop.load(Ordering::Relaxed) {
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let watched = Arc::clone(&progress);
+        let (yields, moved) = std::thread::spawn(move || {
+            set_affinity(&[cpu]).expect("affinity");
+            turns::take_turns(Some(Duration::from_micros(100)));
+            let (mut seen, mut moved) = (watched.load(Ordering::Relaxed), 0);
+            while turns::yields() < 60 {
+                let before = turns::yields();
+                turns::end_of_poll();
+                if turns::yields() > before {
+                    let now = watched.load(Ordering::Relaxed);
+                    moved += usize::from(now != seen);
+                    seen = now;
+                }
+            }
+            (turns::yields(), moved)
+        })
+        .join()
+        .expect("the thread taking turns");
+        stop.store(true, Ordering::Relaxed);
+        other.join().expect("the other thread");
+        assert_eq!(yields, 60);
+        assert!(moved >= 12, "the other thread ran between {moved} of 60 yields");
     }
 
     #[test]
     fn a_slice_outside_the_kernels_bounds_is_clamped_to_them() {
         let (runtime, applied) =
-            runtime(WorkerTuning { workers: 1, pin: false, slice: Some(Duration::from_micros(10)) }).expect("runtime");
+            runtime(WorkerTuning { workers: 1, pin: false, slice: Some(Duration::from_micros(10)), turn: None })
+                .expect("runtime");
         assert!(applied.problems.is_empty(), "{:?}", applied.problems);
-        assert_eq!(seen_by_workers(&runtime, 1)[0].1, Some(MIN_SLICE));
+        assert_eq!(seen_by_workers(&runtime, 1, own_setup)[0].1, Some(MIN_SLICE));
     }
 
     #[test]

@@ -157,18 +157,24 @@ fn worker_settings_are_checked_and_shown() {
         (&["--workers", "5000"][..], "--workers 5000: at most 1024"),
         (&["--worker-slice-us", "50"][..], "--worker-slice-us 50: between 100 and 100000"),
         (&["--worker-slice-us", "100001"][..], "--worker-slice-us 100001: between 100 and 100000"),
+        (&["--worker-yield-us", "19"][..], "--worker-yield-us 19: between 20 and 10000, or 0 for never"),
+        (&["--worker-yield-us", "10001"][..], "--worker-yield-us 10001: between 20 and 10000, or 0 for never"),
     ] {
         let output = check(args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(message), "{args:?}: {stderr}");
     }
-    let output = check(&["--workers", "3", "--pin-workers", "true", "--worker-slice-us", "250"]);
+    let output =
+        check(&["--workers", "3", "--pin-workers", "true", "--worker-slice-us", "250", "--worker-yield-us", "0"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
-    assert!(stdout.contains("workers = 3\npin_workers = true\nworker_slice_us = 250"), "{stdout}");
+    assert!(stdout.contains("workers = 3\npin_workers = true\nworker_slice_us = 250\nworker_yield_us = 0"), "{stdout}");
+    let output = check(&["--worker-yield-us", "500"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("worker_yield_us = 500"), "{stdout}");
     let output = check(&[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("pin_workers = false\nworker_slice_us = 0"), "{stdout}");
+    assert!(stdout.contains("pin_workers = false\nworker_slice_us = 0\nworker_yield_us = 200"), "{stdout}");
 }
 
 /// `config check` with a Redis URL builds the Redis handle as start-up does (which starts a

@@ -34,6 +34,7 @@ use inbound::Inbound;
 
 mod front;
 mod inbound;
+pub mod turns;
 
 /// The edge's limits.
 #[derive(Clone)]
@@ -151,7 +152,7 @@ pub async fn serve<S: App>(
         };
         let mut guarded = Guarded::new(socket, &limits);
         let (mut stopped, alive, app, http) = (stopped.clone(), alive.subscribe(), app.clone(), http.clone());
-        tokio::spawn(async move {
+        tokio::spawn(turns::InTurns::new(async move {
             let _slot = slot;
             let _alive = alive;
             let mut read = BytesMut::new();
@@ -188,7 +189,7 @@ pub async fn serve<S: App>(
             // Idle keep-alive connections close now; a request in flight finishes first.
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
-        });
+        }));
     }
     drop(listener);
     drop(stop);
