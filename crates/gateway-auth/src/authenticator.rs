@@ -8,7 +8,7 @@ use rand::RngCore;
 use crate::AuthError;
 use crate::challenge::{Challenge, ChallengeStore};
 use crate::policy::ScopePolicy;
-use crate::signature::{decode_signature_hex, verify_nonce_signature};
+use crate::signature::{VerifyingKeys, decode_signature_hex, verify_nonce_signature};
 use crate::token::{IssuedToken, TokenService};
 
 /// A challenge as returned to the client.
@@ -81,6 +81,8 @@ pub struct Authenticator {
     policy: ScopePolicy,
     clock: Arc<dyn Clock>,
     challenge_ttl_secs: u64,
+    /// The members' keys, decoded once (shared by the clones).
+    keys: Arc<VerifyingKeys>,
 }
 
 impl Authenticator {
@@ -93,7 +95,7 @@ impl Authenticator {
         clock: Arc<dyn Clock>,
         challenge_ttl_secs: u64,
     ) -> Self {
-        Self { resolver, challenges, tokens, policy, clock, challenge_ttl_secs }
+        Self { resolver, challenges, tokens, policy, clock, challenge_ttl_secs, keys: Arc::default() }
     }
 
     /// The token service, for verifying tokens on protected routes.
@@ -198,11 +200,14 @@ impl Authenticator {
         signature: &[u8; 64],
     ) -> Result<(), LoginError> {
         let now = self.clock.now_unix_millis();
+        // A key off the curve verifies nothing: the challenge is still consumed when named.
+        let key = self.keys.get(key);
+        let verifies = |nonce: &str| key.as_ref().is_some_and(|key| verify_nonce_signature(key, nonce, signature));
         match challenge_id {
             Some(id) => {
                 let taken = self.challenges.take(did.as_str(), id, now).await?;
                 let challenge = taken.ok_or_else(|| refuse(AuthError::UnknownChallenge))?;
-                if !verify_nonce_signature(key, &challenge.nonce, signature) {
+                if !verifies(&challenge.nonce) {
                     return Err(refuse(AuthError::BadSignature));
                 }
             }
@@ -213,7 +218,7 @@ impl Authenticator {
                 }
                 let signed = outstanding
                     .into_iter()
-                    .find(|c| verify_nonce_signature(key, &c.nonce, signature))
+                    .find(|c| verifies(&c.nonce))
                     .ok_or_else(|| refuse(AuthError::BadSignature))?;
                 // Another verify of the same signature may have consumed it meanwhile: once only.
                 self.challenges

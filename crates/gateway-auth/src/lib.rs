@@ -18,6 +18,7 @@ pub mod signature;
 pub mod token;
 
 mod authenticator;
+mod cache;
 
 pub use authenticator::{Authenticator, IssuedChallenge, LoginError, LoginRequest, LoginResult};
 pub use challenge::{Challenge, ChallengeStore, MemoryChallengeStore};

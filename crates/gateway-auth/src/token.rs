@@ -5,16 +5,15 @@
 //! (not the library's own clock) with a leeway, so expiry is testable without sleeping.
 //! This module decides nothing about which scopes a subject deserves.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gateway_core::{Claims, Clock, CoopId, Did, ScopeSet};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rand::RngCore;
 
 use crate::AuthError;
+use crate::cache::Bounded;
 
 /// Secrets shorter than this many bytes get a start-up warning.
 pub const RECOMMENDED_SECRET_LEN: usize = 32;
@@ -112,75 +111,16 @@ pub struct TokenService {
     header: Header,
     config: TokenConfig,
     clock: Arc<dyn Clock>,
-    verified: VerifiedCache,
+    /// Tokens whose signature and claims were already checked, by their exact text: a client
+    /// sends the same token on every request for an hour, and the HMAC, the base64 and the
+    /// claims' parsing need not be done again. Only tokens that passed every check enter it; a
+    /// hit still checks the expiry against the clock, so a cached token expires exactly when a
+    /// fresh check would say so.
+    verified: Bounded<Box<str>, VerifiedToken>,
 }
 
-/// Most tokens [`VerifiedCache`] remembers (a few MB at most).
+/// Most tokens the verified cache remembers (a few MB at most).
 pub const VERIFIED_CACHE_ENTRIES: usize = 8192;
-const SHARDS: usize = 16;
-
-/// Tokens whose signature and claims were already checked, by their exact text: a client sends
-/// the same token on every request for an hour, and the HMAC, the base64 and the claims' parsing
-/// need not be done again. Only tokens that passed every check enter it; a hit still checks the
-/// expiry against the clock, so a cached token expires exactly when a fresh check would say so.
-/// A hit compares the whole token text, never only its hash. A full shard starts over.
-struct VerifiedCache {
-    hasher: foldhash::fast::RandomState,
-    shards: [Mutex<Shard>; SHARDS],
-}
-
-/// One shard of [`VerifiedCache`]: the token's hash → the token's text and what it says.
-type Shard = HashMap<u64, (Box<str>, VerifiedToken), BuildHasherDefault<Prehashed>>;
-
-/// The cache's keys are already hashes (foldhash, seeded at random per process: a hit is
-/// confirmed by the whole text, and only tokens the gateway signed enter the cache, so a
-/// collision can cost a re-verification, never a wrong answer).
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used; fold anything else in so the hasher stays correct.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl VerifiedCache {
-    fn new() -> Self {
-        Self { hasher: foldhash::fast::RandomState::default(), shards: std::array::from_fn(|_| Mutex::default()) }
-    }
-
-    fn shard(&self, hash: u64) -> &Mutex<Shard> {
-        &self.shards[(hash >> 59) as usize % SHARDS]
-    }
-
-    fn get(&self, token: &str) -> Option<VerifiedToken> {
-        let hash = self.hasher.hash_one(token);
-        let shard = self.shard(hash).lock().expect("token cache lock");
-        shard.get(&hash).filter(|(text, _)| **text == *token).map(|(_, verified)| verified.clone())
-    }
-
-    fn insert(&self, token: &str, verified: &VerifiedToken) {
-        let hash = self.hasher.hash_one(token);
-        let mut shard = self.shard(hash).lock().expect("token cache lock");
-        if shard.len() >= VERIFIED_CACHE_ENTRIES / SHARDS {
-            shard.clear();
-        }
-        shard.insert(hash, (token.into(), verified.clone()));
-    }
-
-    fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().expect("token cache lock").len()).sum()
-    }
-}
 
 impl fmt::Debug for TokenService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -208,7 +148,7 @@ impl TokenService {
             header: Header::new(Algorithm::HS256),
             config,
             clock,
-            verified: VerifiedCache::new(),
+            verified: Bounded::new(VERIFIED_CACHE_ENTRIES),
         })
     }
 
@@ -247,7 +187,7 @@ impl TokenService {
             return Ok(verified);
         }
         let verified = self.verify_uncached(token)?;
-        self.verified.insert(token, &verified);
+        self.verified.insert::<str>(token.into(), verified.clone());
         Ok(verified)
     }
 
