@@ -426,27 +426,20 @@ impl GatewayConfig {
                 None => crate::workers::default_workers(),
             },
             pin: settings.pin_workers.or(file.pin_workers).unwrap_or(false),
-            slice: match settings.worker_slice_us.or(file.worker_slice_us) {
-                None | Some(0) => None,
-                Some(us) => {
-                    let slice = std::time::Duration::from_micros(us);
-                    if !(crate::workers::MIN_SLICE..=crate::workers::MAX_SLICE).contains(&slice) {
-                        bail!("--worker-slice-us {us}: between 100 and 100000 (Linux's bounds), or 0 for the kernel's");
-                    }
-                    Some(slice)
-                }
-            },
-            turn: match settings.worker_yield_us.or(file.worker_yield_us) {
-                None => Some(crate::workers::DEFAULT_TURN),
-                Some(0) => None,
-                Some(us) => {
-                    let turn = std::time::Duration::from_micros(us);
-                    if !(crate::workers::MIN_TURN..=crate::workers::MAX_TURN).contains(&turn) {
-                        bail!("--worker-yield-us {us}: between 20 and 10000, or 0 for never");
-                    }
-                    Some(turn)
-                }
-            },
+            slice: micros(
+                settings.worker_slice_us.or(file.worker_slice_us),
+                None,
+                crate::workers::MIN_SLICE..=crate::workers::MAX_SLICE,
+                "--worker-slice-us",
+                "between 100 and 100000 (Linux's bounds), or 0 for the kernel's",
+            )?,
+            turn: micros(
+                settings.worker_yield_us.or(file.worker_yield_us),
+                Some(crate::workers::DEFAULT_TURN),
+                crate::workers::MIN_TURN..=crate::workers::MAX_TURN,
+                "--worker-yield-us",
+                "between 20 and 10000, or 0 for never",
+            )?,
         };
         let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
         let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
@@ -561,6 +554,28 @@ impl std::fmt::Debug for GatewayConfig {
 }
 
 /// `scheme://host[:port]` with nothing after it, as browsers send in `Origin`.
+/// A setting in microseconds: `unset` when not given, `None` for 0, otherwise a duration within
+/// `bounds` (refused, naming `flag` and what it allows, when outside them).
+fn micros(
+    value: Option<u64>,
+    unset: Option<std::time::Duration>,
+    bounds: std::ops::RangeInclusive<std::time::Duration>,
+    flag: &str,
+    allowed: &str,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    match value {
+        None => Ok(unset),
+        Some(0) => Ok(None),
+        Some(us) => {
+            let duration = std::time::Duration::from_micros(us);
+            if !bounds.contains(&duration) {
+                bail!("{flag} {us}: {allowed}");
+            }
+            Ok(Some(duration))
+        }
+    }
+}
+
 fn is_origin(text: &str) -> bool {
     let Some((scheme, rest)) = text.split_once("://") else { return false };
     matches!(scheme, "http" | "https")

@@ -30,8 +30,9 @@ pub fn decode_signature_hex(text: &str) -> Result<[u8; SIGNATURE_LEN], Error> {
 pub const VERIFYING_KEYS_KEPT: usize = 8192;
 
 /// Public keys decoded for verification, by their bytes. Decoding a key decompresses a curve
-/// point (a square root in the field), about a sixth of a verification; a member logs in with
-/// the same key again and again. Only keys that decode enter it.
+/// point (a square root in the field), one of the three conversions between a point and its
+/// bytes that a verification makes; a member logs in with the same key again and again. Only
+/// keys that decode enter it.
 pub struct VerifyingKeys(Bounded<[u8; 32], VerifyingKey>);
 
 impl std::fmt::Debug for VerifyingKeys {
@@ -53,7 +54,7 @@ impl VerifyingKeys {
             return Some(decoded);
         }
         let decoded = VerifyingKey::from_bytes(&key.0).ok()?;
-        self.0.insert::<[u8; 32]>(key.0, decoded);
+        self.0.insert(key.0, decoded);
         Some(decoded)
     }
 

@@ -187,7 +187,7 @@ impl TokenService {
             return Ok(verified);
         }
         let verified = self.verify_uncached(token)?;
-        self.verified.insert::<str>(token.into(), verified.clone());
+        self.verified.insert(token.into(), verified.clone());
         Ok(verified)
     }
 
