@@ -4,7 +4,9 @@
 //!
 //! Scenarios (`--scenario NAME`, default `all`, which runs every one):
 //!
-//! - `payments`: durable payments, each acknowledged after its commit;
+//! - `payments`: durable payments, each acknowledged after its commit, from the built-in
+//!   generator and then, on a fresh gateway, the same requests from `wrk` when it is on `PATH`
+//!   (a Lua script; at most 8 s, within the payers' hour);
 //! - `balance`: balance reads;
 //! - `metrics`: balance reads with metrics on and off, alternated;
 //! - `signing`: payments with an RFC 9421 request signature and without, on two gateways,
@@ -530,6 +532,7 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
                 figures.seconds
             );
         }
+        ceiling::payments_from_wrk(options, &dir.join("payments"), table).await?;
     }
     if options.wants("balance") {
         let server = start_gateway(options, &dir.join("balance"), &[])?;

@@ -17,7 +17,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{COOP, Kind, Options, PAYERS, SECRET, Summary, Table, did, drive, setup, start_gateway, token};
+use super::{
+    COOP, Kind, Options, PAYERS, PAYMENTS_PER_PAYER_HOUR, SECRET, Summary, Table, did, drive, setup, start_gateway,
+    token,
+};
 use crate::client::{Connection, Server};
 
 /// Distinct token subjects (and paths) the generator cycles over. The gateway allows each 1,000
@@ -97,15 +100,49 @@ fn start_baseline(mode: &str, body: &str) -> Result<Server, String> {
 /// The Lua script that makes `wrk` cycle over the tokens and paths: every request is formatted
 /// once in `init`, and each thread starts at its own offset.
 fn wrk_script() -> String {
-    let mut script = String::from("local entries = {\n");
-    for r in 0..SUBJECTS {
+    let entries = (0..SUBJECTS).map(|r| {
         let path = format!("/v1/ledger/{COOP}/balance/{}", did(r % PAYERS));
-        let _ = writeln!(script, "  {{ \"{path}\", \"Bearer {}\" }},", token(&did(r), &["ledger:read"]));
+        ("GET", path, token(&did(r), &["ledger:read"]), None)
+    });
+    cycling_script(entries, None)
+}
+
+/// The longest payments run from `wrk`: at 15,000 payments/s the payers' hour (128,000) lasts
+/// 8.5 s, and `wrk` reports its rate over the whole duration even if the script stopped early.
+const WRK_PAYMENTS_SECONDS: u64 = 8;
+
+/// The Lua script that makes `wrk` send the payments the built-in generator sends (payer `p`
+/// pays `p + 1` 0.01 hours, under `p`'s token); each of the `threads` threads cycles over all
+/// payers and stops before any payer exceeds its hour's payments (a refusal would count as an
+/// answer).
+fn payments_script(threads: usize) -> String {
+    let entries = (0..PAYERS).map(|p| {
+        let body =
+            serde_json::json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
+        ("POST", format!("/v1/ledger/{COOP}/payment"), token(&did(p), &["ledger:write"]), Some(body.to_string()))
+    });
+    // Each thread sends a payer at most ⌈budget / PAYERS⌉ payments.
+    cycling_script(entries, Some(PAYERS * (PAYMENTS_PER_PAYER_HOUR / threads.max(1) - 1)))
+}
+
+/// A `wrk` script over `entries` (method, path, token, JSON body): every request is formatted
+/// once in `init`, each thread cycles over all of them from its own offset, and, with a
+/// `budget`, stops after that many requests.
+fn cycling_script(
+    entries: impl Iterator<Item = (&'static str, String, String, Option<String>)>,
+    budget: Option<usize>,
+) -> String {
+    let mut script = String::from("local entries = {\n");
+    for (method, path, token, body) in entries {
+        let body = body.map_or_else(|| "nil".to_owned(), |body| format!("[==[{body}]==]"));
+        let _ = writeln!(script, "  {{ \"{method}\", \"{path}\", \"Bearer {token}\", {body} }},");
     }
+    let budget = budget.map_or_else(|| "nil".to_owned(), |budget| budget.to_string());
+    let _ = writeln!(script, "}}\nlocal budget = {budget}");
     script.push_str(
-        r#"}
-local requests = {}
+        r#"local requests = {}
 local i = 0
+local sent = 0
 local threads = 0
 
 function setup(thread)
@@ -115,18 +152,45 @@ end
 
 function init(args)
   for k, entry in ipairs(entries) do
-    requests[k] = wrk.format("GET", entry[1], { ["Authorization"] = entry[2] })
+    local headers = { ["Authorization"] = entry[3] }
+    if entry[4] then
+      headers["Content-Type"] = "application/json"
+    end
+    requests[k] = wrk.format(entry[1], entry[2], headers, entry[4])
   end
   i = (offset or 0) % #requests
 end
 
 function request()
+  sent = sent + 1
+  if budget and sent >= budget then
+    wrk.thread:stop()
+  end
   i = i % #requests + 1
   return requests[i]
 end
 "#,
     );
     script
+}
+
+/// Durable payments from `wrk` on a fresh gateway: the same requests as the built-in
+/// generator's, from a generator that takes less of the two cores. Skipped, with a note, when
+/// `wrk` is not on `PATH`.
+pub(super) async fn payments_from_wrk(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
+    if !wrk_available() {
+        println!("(wrk is not on PATH: payments from the built-in generator only)");
+        return Ok(());
+    }
+    let server = start_gateway(options, &dir.join("payments-wrk"), &[])?;
+    setup(&server.addr).await?;
+    let script = dir.join("payments.lua");
+    let threads = options.connections.min(2);
+    std::fs::write(&script, payments_script(threads)).map_err(|e| format!("writing {}: {e}", script.display()))?;
+    let seconds = options.seconds.min(WRK_PAYMENTS_SECONDS);
+    let summary = run_wrk(&script, &server.addr, options, seconds)?;
+    table.row(&summary, &format!("durable payments, the same requests from wrk ({seconds} s)"));
+    Ok(())
 }
 
 /// Whether `wrk` can be run.
@@ -289,6 +353,27 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_payments_script_keeps_every_payer_within_its_hour() {
+        for threads in [1, 2] {
+            let script = payments_script(threads);
+            assert_eq!(script.matches("\"Bearer ").count(), PAYERS, "one request per payer");
+            let budget: usize = script
+                .lines()
+                .find_map(|line| line.strip_prefix("local budget = "))
+                .and_then(|n| n.parse().ok())
+                .expect("a budget");
+            // Each thread cycles over every payer from its own offset and sends at most
+            // `budget` requests: at most ⌈budget / PAYERS⌉ to each.
+            assert!(threads * budget.div_ceil(PAYERS) <= PAYMENTS_PER_PAYER_HOUR, "{threads} threads, {budget}");
+            assert!(budget >= PAYERS * 90 / threads, "{threads} threads stop too early: {budget}");
+        }
+        let first_body =
+            payments_script(2).split("[==[").nth(1).and_then(|rest| rest.split("]==]").next()).map(str::to_owned);
+        let body: serde_json::Value = serde_json::from_str(&first_body.expect("a body")).expect("JSON");
+        assert_eq!(body["to"], serde_json::json!(did(1)));
+    }
 
     #[test]
     fn reads_a_wrk_report() {
