@@ -553,7 +553,6 @@ impl std::fmt::Debug for GatewayConfig {
     }
 }
 
-/// `scheme://host[:port]` with nothing after it, as browsers send in `Origin`.
 /// A setting in microseconds: `unset` when not given, `None` for 0, otherwise a duration within
 /// `bounds` (refused, naming `flag` and what it allows, when outside them).
 fn micros(
@@ -576,6 +575,7 @@ fn micros(
     }
 }
 
+/// `scheme://host[:port]` with nothing after it, as browsers send in `Origin`.
 fn is_origin(text: &str) -> bool {
     let Some((scheme, rest)) = text.split_once("://") else { return false };
     matches!(scheme, "http" | "https")

@@ -18,8 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{
-    COOP, Kind, Options, PAYERS, PAYMENTS_PER_PAYER_HOUR, SECRET, Summary, Table, did, drive, setup, start_gateway,
-    token,
+    COOP, Kind, Options, PAYERS, PAYMENTS_PER_PAYER_HOUR, SECRET, Summary, Table, did, drive, payment, setup,
+    start_gateway, token,
 };
 use crate::client::{Connection, Server};
 
@@ -117,9 +117,8 @@ const WRK_PAYMENTS_SECONDS: u64 = 8;
 /// answer).
 fn payments_script(threads: usize) -> String {
     let entries = (0..PAYERS).map(|p| {
-        let body =
-            serde_json::json!({ "from": did(p), "to": did((p + 1) % PAYERS), "amount": 0.01, "currency": "hours" });
-        ("POST", format!("/v1/ledger/{COOP}/payment"), token(&did(p), &["ledger:write"]), Some(body.to_string()))
+        let (token, path, body) = payment(p);
+        ("POST", path, token, Some(body.to_string()))
     });
     // Each thread sends a payer at most ⌈budget / PAYERS⌉ payments.
     cycling_script(entries, Some(PAYERS * (PAYMENTS_PER_PAYER_HOUR / threads.max(1) - 1)))
@@ -185,12 +184,17 @@ pub(super) async fn payments_from_wrk(options: &Options, dir: &Path, table: &mut
     let server = start_gateway(options, &dir.join("payments-wrk"), &[])?;
     setup(&server.addr).await?;
     let script = dir.join("payments.lua");
-    let threads = options.connections.min(2);
-    std::fs::write(&script, payments_script(threads)).map_err(|e| format!("writing {}: {e}", script.display()))?;
+    std::fs::write(&script, payments_script(wrk_threads(options)))
+        .map_err(|e| format!("writing {}: {e}", script.display()))?;
     let seconds = options.seconds.min(WRK_PAYMENTS_SECONDS);
     let summary = run_wrk(&script, &server.addr, options, seconds)?;
     table.row(&summary, &format!("durable payments, the same requests from wrk ({seconds} s)"));
     Ok(())
+}
+
+/// `wrk`'s threads: two (one per core), or one per connection when there are fewer.
+fn wrk_threads(options: &Options) -> usize {
+    options.connections.min(2)
 }
 
 /// Whether `wrk` can be run.
@@ -200,7 +204,7 @@ fn wrk_available() -> bool {
 
 /// One `wrk` run against `addr`.
 fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result<Summary, String> {
-    let threads = options.connections.min(2);
+    let threads = wrk_threads(options);
     let output = Command::new("wrk")
         .arg(format!("-t{threads}"))
         .arg(format!("-c{}", options.connections))
