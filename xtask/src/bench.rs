@@ -9,8 +9,8 @@
 //!   (a Lua script; at most 8 s, within the payers' hour);
 //! - `balance`: balance reads;
 //! - `metrics`: balance reads with metrics on and off, alternated;
-//! - `signing`: payments with an RFC 9421 request signature and without, on two gateways,
-//!   alternated (the generator signs each request with a fresh nonce on the same cores, so the
+//! - `signing`: payments with an RFC 9421 request signature and without, on two fresh gateways
+//!   each round, alternated (the generator signs each request with a fresh nonce on the same cores, so the
 //!   ratio carries the client's cost too);
 //! - `cluster`: balance reads and payments on PostgreSQL: one replica without Redis, one with
 //!   Redis, three with Redis, alternated (needs the local PostgreSQL and Redis, or
@@ -565,17 +565,20 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
         println!("\nmetrics on / off, mean of {} alternations: requests/s {rps:.3}×\n", rounds.len());
     }
     if options.wants("signing") {
-        let plain = start_gateway(options, &dir.join("unsigned"), &[])?;
-        let signing = start_gateway(options, &dir.join("signed"), &[])?;
-        setup(&plain.addr).await?;
-        setup(&signing.addr).await?;
-        let rounds = alternate(
-            options,
-            table,
-            (&signing.addr, Kind::SignedPayments, "payments, signed (RFC 9421)"),
-            (&plain.addr, Kind::Payments, "payments, unsigned"),
-        )
-        .await?;
+        // Two fresh gateways each round: on a fast machine one round can use up the payers'
+        // hour of payments, and a later round on the same gateways would count only refusals.
+        let mut rounds = Vec::new();
+        for round in 1..=options.rounds {
+            let signing = start_gateway(options, &dir.join(format!("signed-{round}")), &[])?;
+            let plain = start_gateway(options, &dir.join(format!("unsigned-{round}")), &[])?;
+            setup(&signing.addr).await?;
+            setup(&plain.addr).await?;
+            let signed = drive(&signing.addr, Kind::SignedPayments, connections, seconds).await?;
+            let unsigned = drive(&plain.addr, Kind::Payments, connections, seconds).await?;
+            table.figures(&signed, &format!("round {round}: payments, signed (RFC 9421)"));
+            table.figures(&unsigned, &format!("round {round}: payments, unsigned"));
+            rounds.push((signed, unsigned));
+        }
         let rps = mean(rounds.iter().map(|(signed, unsigned)| signed.rps() / unsigned.rps()));
         let p50 = mean(rounds.iter().map(|(signed, unsigned)| signed.percentile(0.5) / unsigned.percentile(0.5)));
         println!(
