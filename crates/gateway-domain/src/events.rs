@@ -332,13 +332,13 @@ impl<'a> From<&'a TaskRecord> for TaskData<'a> {
     }
 }
 
-/// Appends an event to the coop's outbox within the transaction; returns its sequence number.
+/// Appends an event to the coop's outbox within the transaction.
 pub async fn emit<T: EventTx + ?Sized>(
     tx: &mut T,
     coop: &CoopId,
     timestamp: u64,
     event: CoopEvent<'_>,
-) -> Result<u64, Error> {
+) -> Result<(), Error> {
     tx.append_event(coop, event.kind().as_str(), timestamp, &event.data()?).await
 }
 

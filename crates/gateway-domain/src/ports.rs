@@ -418,14 +418,17 @@ pub trait LedgerTx: Send {
 /// The event outbox.
 #[async_trait]
 pub trait EventTx: Send {
-    /// Appends an event with the coop's next sequence number and returns that number.
+    /// Appends an event with the coop's next sequence number. Numbers follow the commit order
+    /// without gaps; a store may assign the number only at the end of the unit of work (so that
+    /// the coop's sequence is held for as short a time as possible), which is why it is not
+    /// returned.
     async fn append_event(
         &mut self,
         coop: &CoopId,
         event_type: &str,
         timestamp: u64,
         data: &JsonText,
-    ) -> Result<u64, Error>;
+    ) -> Result<(), Error>;
 
     /// Deletes events older than `older_than` (Unix seconds), keeping at least each coop's
     /// last `keep_last`; returns how many were deleted.

@@ -228,15 +228,19 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 /// Runs one job in its own PostgreSQL transaction.
 pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    let (outcome, appended) = {
+    let (result, appended) = {
         let mut handle = Conn::new(Db::Postgres(&mut tx));
         let outcome = match task {
             Task::Work(work) => AssertUnwindSafe(work(&mut handle)).catch_unwind().await,
             Task::Probe { at } => Ok(handle.execute(PROBE_SQL, &[at.into()]).await.map(|_| ())),
         };
-        (outcome, handle.appended)
+        let result = match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
+            // The events last, just before the commit: see `Conn::flush_events`.
+            Ok(()) => handle.flush_events().await,
+            Err(err) => Err(err),
+        };
+        (result, handle.appended)
     };
-    let result = outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into())));
     match result {
         Ok(()) => {
             tx.commit().await.map_err(db_error)?;

@@ -29,6 +29,25 @@ pub(crate) fn event_from_row(coop: &CoopId, row: EventRow) -> Result<EventRecord
     })
 }
 
+/// An event appended on PostgreSQL, waiting for [`Conn::flush_events`].
+#[derive(Debug)]
+pub(crate) struct PendingEvent {
+    coop: CoopId,
+    event_type: String,
+    timestamp: i64,
+    data: String,
+}
+
+/// Numbers one event with its coop's next sequence number, writes it, and announces it to
+/// listening replicas (delivered when, and only if, the transaction commits): one statement.
+const APPEND_PG: &str = "WITH counter AS (\
+        INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
+        ON CONFLICT (coop_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq), \
+    appended AS (\
+        INSERT INTO events (coop_id, seq, event_type, timestamp, data) \
+        SELECT $1, counter.seq, $2, $3, $4 FROM counter RETURNING seq) \
+    SELECT appended.seq FROM appended, pg_notify($5, $1 || chr(9) || appended.seq)";
+
 #[async_trait]
 impl EventTx for Conn<'_> {
     async fn append_event(
@@ -37,9 +56,21 @@ impl EventTx for Conn<'_> {
         event_type: &str,
         timestamp: u64,
         data: &JsonText,
-    ) -> Result<u64, Error> {
-        // The counter row is the coop's sequence lock: concurrent writers of one coop serialise
-        // here, so numbers are assigned without gaps in commit order.
+    ) -> Result<(), Error> {
+        let timestamp = to_i64(timestamp)?;
+        if !self.is_sqlite() {
+            // The counter row is the coop's sequence lock, held from the moment it is taken
+            // until the commit: taken last, by `flush_events`, so that concurrent units of work
+            // of one coop wait for each other's commit only, not for each other's statements.
+            self.pending_events.push(PendingEvent {
+                coop: coop.clone(),
+                event_type: event_type.to_owned(),
+                timestamp,
+                data: data.as_str().to_owned(),
+            });
+            return Ok(());
+        }
+        // SQLite's single writer runs one unit of work at a time: numbered at once.
         let seq: i64 = self
             .fetch_one(
                 "INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
@@ -47,26 +78,46 @@ impl EventTx for Conn<'_> {
                 args![coop.as_str()],
             )
             .await?;
-        let data = data.as_str();
         self.execute(
             "INSERT INTO events (coop_id, seq, event_type, timestamp, data) VALUES ($1, $2, $3, $4, $5)",
-            args![coop.as_str(), seq, event_type, to_i64(timestamp)?, data],
+            args![coop.as_str(), seq, event_type, timestamp, data.as_str()],
         )
-        .await
-        .map(|_| ())?;
-        let seq = to_u64(seq);
-        if !self.is_sqlite() {
-            // Delivered to listening replicas when (and only if) the transaction commits.
-            let payload = format!("{coop}\t{seq}");
-            self.execute("SELECT pg_notify($1, $2)", args![crate::EVENT_CHANNEL, payload.as_str()]).await?;
-        }
-        self.appended.push(CoopSignal { coop_id: coop.clone(), seq });
-        Ok(seq)
+        .await?;
+        self.appended.push(CoopSignal { coop_id: coop.clone(), seq: to_u64(seq) });
+        Ok(())
     }
 
     async fn prune_events(&mut self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
         let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
                    (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
         self.execute(sql, args![to_i64(older_than)?, to_i64(keep_last)?]).await
+    }
+}
+
+impl Conn<'_> {
+    /// PostgreSQL: numbers and writes the unit of work's appended events, as its last
+    /// statements before the commit. Numbers are assigned in commit order without gaps: each
+    /// counter row stays locked until the commit. The coops' counters are taken in the order of
+    /// their ids (a coop's own events keep their order), so that two units of work appending to
+    /// the same coops never wait for each other in a cycle.
+    pub(crate) async fn flush_events(&mut self) -> Result<(), Error> {
+        let mut pending = std::mem::take(&mut self.pending_events);
+        pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
+        for event in pending {
+            let seq: i64 = self
+                .fetch_one(
+                    APPEND_PG,
+                    args![
+                        event.coop.as_str(),
+                        event.event_type.as_str(),
+                        event.timestamp,
+                        event.data.as_str(),
+                        crate::EVENT_CHANNEL
+                    ],
+                )
+                .await?;
+            self.appended.push(CoopSignal { coop_id: event.coop, seq: to_u64(seq) });
+        }
+        Ok(())
     }
 }

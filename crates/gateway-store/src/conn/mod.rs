@@ -34,6 +34,9 @@ pub(crate) enum Db<'a> {
 pub(crate) struct Conn<'a> {
     pub(crate) db: Db<'a>,
     pub(crate) appended: Vec<CoopSignal>,
+    /// PostgreSQL: the events appended by the unit of work, numbered and written by
+    /// [`Conn::flush_events`] just before the commit (see [`gateway_domain::ports::EventTx::append_event`]).
+    pub(crate) pending_events: Vec<events::PendingEvent>,
     /// The balances and coop rows its statements changed, for the balance read model.
     pub(crate) touched: Vec<crate::view::Touched>,
 }
@@ -326,7 +329,7 @@ fn is_word_byte(byte: u8) -> bool {
 
 impl<'a> Conn<'a> {
     pub(crate) fn new(db: Db<'a>) -> Self {
-        Self { db, appended: Vec::new(), touched: Vec::new() }
+        Self { db, appended: Vec::new(), pending_events: Vec::new(), touched: Vec::new() }
     }
 
     fn is_sqlite(&self) -> bool {

@@ -624,6 +624,61 @@ async fn a_failed_unit_of_work_undoes_only_its_own_writes(backend: Backend) {
     }
 }
 
+/// Concurrent units of work appending to two coops, in either order: each coop's events are
+/// numbered 1, 2, … without gaps in commit order, a unit of work's own events of one coop are
+/// consecutive and in the order it appended them, a failed unit of work leaves no event and uses
+/// up no number, and none waits for another in a cycle (PostgreSQL takes the coops' counters in
+/// the order of their ids, whatever the order of the appends).
+async fn concurrent_appends_are_numbered_without_gaps(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let (c1, c2) = (f.coop("c1", 1).await, f.coop("c2", 1).await);
+    let before = [f.store.current_seq(&c1).await.unwrap(), f.store.current_seq(&c2).await.unwrap()];
+    let jobs = (0..80u64).map(|i| {
+        let (c1, c2) = (c1.clone(), c2.clone());
+        transaction(f.store.as_ref(), move |tx| {
+            Box::pin(async move {
+                let (first, second) = if i % 2 == 0 { (&c1, &c2) } else { (&c2, &c1) };
+                for (coop, part) in [(first, 0), (second, 0), (first, 1)] {
+                    let data = serde_json::json!({ "job": i, "part": part });
+                    tx.append_event(coop, "Checked", 1_800_000_000 + i, &data.into()).await?;
+                }
+                // Writes after the appends still commit with them.
+                tx.add_to_balance(first, &format!("coop:{first}:job{i}"), &hours(), units(1)).await?;
+                if i % 5 == 0 { Err(Error::conflict(format!("job {i} fails after appending"))) } else { Ok(i) }
+            })
+        })
+    });
+    let results = join_all(jobs).await;
+    let succeeded: Vec<u64> = results.into_iter().filter_map(Result::ok).collect();
+    assert_eq!(succeeded.len(), 64, "every job but the failing ones commits");
+    for (coop, from) in [(&c1, before[0]), (&c2, before[1])] {
+        let events = f.store.events_after(coop, 0, 1000).await.unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "{coop}: numbered without gaps");
+        let appended: Vec<(u64, u64, u64)> = events
+            .iter()
+            .filter(|e| e.seq > from)
+            .map(|e| {
+                let data = e.data.to_value();
+                (data["job"].as_u64().unwrap(), data["part"].as_u64().unwrap(), e.seq)
+            })
+            .collect();
+        let mut jobs: Vec<u64> = appended.iter().map(|(job, _, _)| *job).collect();
+        jobs.dedup();
+        let mut sorted = jobs.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, succeeded, "{coop}: the events of every committed job, and only those");
+        for job in &succeeded {
+            let own: Vec<(u64, u64)> =
+                appended.iter().filter(|(j, _, _)| j == job).map(|(_, part, seq)| (*part, *seq)).collect();
+            // A job appends twice to its first coop and once to its second.
+            let expected: Vec<u64> = if own.len() == 2 { vec![0, 1] } else { vec![0] };
+            assert_eq!(own.iter().map(|(part, _)| *part).collect::<Vec<_>>(), expected, "{coop}: job {job}'s order");
+            assert!(own.windows(2).all(|w| w[1].1 == w[0].1 + 1), "{coop}: job {job}'s events are consecutive");
+        }
+    }
+}
+
 /// Restarting on the same file keeps everything acknowledged.
 async fn reopening_keeps_committed_state(backend: Backend) {
     if !matches!(backend, Backend::SqliteFile | Backend::Postgres) {
@@ -941,7 +996,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     );
     let (c, dids) = (coop.clone(), [did(7), did(0)]);
     let (hours_, credits_) = (hours(), credits.clone());
-    let seq = transaction(f.store.as_ref(), move |tx| {
+    transaction(f.store.as_ref(), move |tx| {
         Box::pin(async move {
             let (member, t, rate, quote, answer, n, (domain, delegation, proposal, key), task, edge) = written;
             tx.insert_member(&c, &member).await?;
@@ -958,7 +1013,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
             tx.activate_signing_key(&key).await?;
             tx.insert_task(&task).await?;
             tx.upsert_edge(&edge).await?;
-            let seq = tx.append_event(&c, "Checked", at, &serde_json::json!({ "k": "v" }).into()).await?;
+            tx.append_event(&c, "Checked", at, &serde_json::json!({ "k": "v" }).into()).await?;
 
             let coop = tx.coop(&c).await?.expect("coop");
             assert_eq!(coop, tx.lock_coop(&c).await?.expect("coop"));
@@ -980,7 +1035,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
             assert_eq!(tx.current_signing_key(&c).await?, Some(key));
             assert_eq!(tx.task(&c, &task.task_id).await?, Some(task.clone()));
             assert_eq!(tx.lock_task(&c, &task.task_id).await?, Some(task));
-            Ok(seq)
+            Ok(())
         })
     })
     .await
@@ -1014,11 +1069,14 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     assert_eq!(store.tasks(&coop, &[], PageRequest::default()).await.unwrap(), (vec![task.clone()], 1));
     assert_eq!(store.tasks(&coop, &[TaskStatus::Pending], PageRequest::default()).await.unwrap(), (vec![], 0));
     assert!(store.all_edges().await.unwrap().contains(&edge));
-    let events = store.events_after(&coop, seq - 1, 10).await.unwrap();
-    assert_eq!(events.len(), 1);
-    assert_eq!((events[0].coop_id.clone(), events[0].seq), (coop.clone(), seq));
-    assert_eq!((events[0].event_type.as_str(), events[0].timestamp), ("Checked", at));
-    assert_eq!(events[0].data.to_value(), serde_json::json!({ "k": "v" }));
+    // The coop's events are numbered 1, 2, … without gaps; the appended one is the last.
+    let events = store.events_after(&coop, 0, 100).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    let last = events.last().expect("the appended event");
+    assert_eq!(last.coop_id, coop);
+    assert_eq!((last.event_type.as_str(), last.timestamp), ("Checked", at));
+    assert_eq!(last.data.to_value(), serde_json::json!({ "k": "v" }));
 }
 
 macro_rules! conformance {
@@ -1052,5 +1110,6 @@ conformance!(
     coop_balances_read_the_coop_and_every_currency,
     balance_reads_follow_every_commit,
     a_failed_unit_of_work_undoes_only_its_own_writes,
+    concurrent_appends_are_numbered_without_gaps,
     every_record_reads_back_as_written,
 );
