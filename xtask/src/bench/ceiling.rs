@@ -218,7 +218,17 @@ fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result
     if !output.status.success() {
         return Err(format!("wrk failed ({}): {text}{}", output.status, String::from_utf8_lossy(&output.stderr)));
     }
-    parse_wrk(&text).ok_or_else(|| format!("could not read wrk's report:\n{text}"))
+    let summary = parse_wrk(&text).ok_or_else(|| format!("could not read wrk's report:\n{text}"))?;
+    if summary.errors > 0 {
+        // Which errors: statuses other than 2xx or 3xx, or the socket's (connect, read, write,
+        // timeout), as wrk reported them.
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("Non-2xx") || line.starts_with("Socket errors") {
+                println!("(wrk against {addr}: {line})");
+            }
+        }
+    }
+    Ok(summary)
 }
 
 /// `seconds` of balance reads against `addr`: from wrk with `script`, else from the built-in
