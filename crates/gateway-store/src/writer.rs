@@ -225,27 +225,40 @@ fn fail_all(group: Vec<Job>, err: &Error) {
     }
 }
 
-/// Runs one job in its own PostgreSQL transaction.
+/// Runs one job in its own PostgreSQL transaction. After the commit, each coop the job appended
+/// events to is announced with its counter as read then (every number up to it is committed):
+/// at once to this replica's own feed, and by the commit's `pg_notify` to every replica's.
 pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
-    let mut tx = pool.begin().await.map_err(db_error)?;
-    let (result, appended) = {
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db_error)?;
+    let result = {
         let mut handle = Conn::new(Db::Postgres(&mut tx));
         let outcome = match task {
             Task::Work(work) => AssertUnwindSafe(work(&mut handle)).catch_unwind().await,
             Task::Probe { at } => Ok(handle.execute(PROBE_SQL, &[at.into()]).await.map(|_| ())),
         };
-        let result = match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
+        match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
             // The events last, just before the commit: see `Conn::flush_events`.
             Ok(()) => handle.flush_events().await,
             Err(err) => Err(err),
-        };
-        (result, handle.appended)
+        }
     };
     match result {
-        Ok(()) => {
+        Ok(coops) => {
             tx.commit().await.map_err(db_error)?;
-            for signal in appended {
-                let _ = feed.send(signal);
+            for coop in coops {
+                let seq: Result<i64, _> = sqlx::query_scalar("SELECT seq FROM event_counters WHERE coop_id = $1")
+                    .bind(coop.as_str())
+                    .fetch_one(&mut *conn)
+                    .await;
+                match seq {
+                    Ok(seq) => {
+                        let _ = feed.send(CoopSignal { coop_id: coop, seq: u64::try_from(seq).unwrap_or(0) });
+                    }
+                    // Committed all the same: the replica's listener relays the commit's own
+                    // notification, and the outbox is read by number whatever the signal.
+                    Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
+                }
             }
             Ok(())
         }

@@ -38,15 +38,10 @@ pub(crate) struct PendingEvent {
     data: String,
 }
 
-/// Numbers one event with its coop's next sequence number, writes it, and announces it to
-/// listening replicas (delivered when, and only if, the transaction commits): one statement.
-const APPEND_PG: &str = "WITH counter AS (\
-        INSERT INTO event_counters (coop_id, seq) VALUES ($1, 1) \
-        ON CONFLICT (coop_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq), \
-    appended AS (\
-        INSERT INTO events (coop_id, seq, event_type, timestamp, data) \
-        SELECT $1, counter.seq, $2, $3, $4 FROM counter RETURNING seq) \
-    SELECT appended.seq FROM appended, pg_notify($5, $1 || chr(9) || appended.seq)";
+/// Writes one event with a placeholder number; the `events_numbered_at_commit` trigger gives it
+/// the coop's next number at `COMMIT` (migration `0011_events_numbered_at_commit.sql`).
+const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, event_type, timestamp, data) \
+    VALUES ($1, -nextval('event_placeholders'), $2, $3, $4)";
 
 #[async_trait]
 impl EventTx for Conn<'_> {
@@ -60,8 +55,8 @@ impl EventTx for Conn<'_> {
         let timestamp = to_i64(timestamp)?;
         if !self.is_sqlite() {
             // The counter row is the coop's sequence lock, held from the moment it is taken
-            // until the commit: taken last, by `flush_events`, so that concurrent units of work
-            // of one coop wait for each other's commit only, not for each other's statements.
+            // until the commit: taken by the commit itself (see `flush_events`), so that units of
+            // work of one coop wait for each other's commit only, not for each other's statements.
             self.pending_events.push(PendingEvent {
                 coop: coop.clone(),
                 event_type: event_type.to_owned(),
@@ -95,29 +90,38 @@ impl EventTx for Conn<'_> {
 }
 
 impl Conn<'_> {
-    /// PostgreSQL: numbers and writes the unit of work's appended events, as its last
-    /// statements before the commit. Numbers are assigned in commit order without gaps: each
-    /// counter row stays locked until the commit. The coops' counters are taken in the order of
-    /// their ids (a coop's own events keep their order), so that two units of work appending to
-    /// the same coops never wait for each other in a cycle.
-    pub(crate) async fn flush_events(&mut self) -> Result<(), Error> {
+    /// PostgreSQL: writes the unit of work's appended events, as its last statements before the
+    /// commit, each with a placeholder number; `COMMIT` numbers them (the deferred trigger of
+    /// migration 0011), in the order they were written, each coop's from its counter row, which
+    /// then stays locked until the commit ends. They are written coop by coop in the order of the
+    /// coops' ids (a coop's own events keep their order), so two units of work appending to the
+    /// same coops take the counters in the same order and never wait for each other in a cycle.
+    /// Returns the coops, each once, whose new last number is to be announced after the commit.
+    pub(crate) async fn flush_events(&mut self) -> Result<Vec<CoopId>, Error> {
         let mut pending = std::mem::take(&mut self.pending_events);
         pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
+        let mut coops: Vec<CoopId> = Vec::new();
         for event in pending {
-            let seq: i64 = self
-                .fetch_one(
-                    APPEND_PG,
-                    args![
-                        event.coop.as_str(),
-                        event.event_type.as_str(),
-                        event.timestamp,
-                        event.data.as_str(),
-                        crate::EVENT_CHANNEL
-                    ],
-                )
-                .await?;
-            self.appended.push(CoopSignal { coop_id: event.coop, seq: to_u64(seq) });
+            self.execute(
+                APPEND_PG,
+                args![event.coop.as_str(), event.event_type.as_str(), event.timestamp, event.data.as_str()],
+            )
+            .await?;
+            if coops.last() != Some(&event.coop) {
+                coops.push(event.coop);
+            }
         }
-        Ok(())
+        Ok(coops)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The trigger that numbers PostgreSQL's events at the commit announces them on the channel
+    /// the replicas listen on (the name is written in the migration's SQL).
+    #[test]
+    fn the_numbering_trigger_notifies_the_listened_channel() {
+        let migration = include_str!("../../migrations/postgres/0011_events_numbered_at_commit.sql");
+        assert!(migration.contains(&format!("pg_notify('{}', ", crate::EVENT_CHANNEL)), "{migration}");
     }
 }
