@@ -39,7 +39,8 @@ pub(crate) struct PendingEvent {
 }
 
 /// Writes one event with a placeholder number; the `events_numbered_at_commit` trigger gives it
-/// the coop's next number at `COMMIT` (migration `0011_events_numbered_at_commit.sql`).
+/// the coop's next number at `COMMIT` (migrations `0011_events_numbered_at_commit.sql` and
+/// `0012_event_numbering_search_path.sql`).
 const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, event_type, timestamp, data) \
     VALUES ($1, -nextval('event_placeholders'), $2, $3, $4)";
 

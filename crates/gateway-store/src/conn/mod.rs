@@ -28,14 +28,16 @@ pub(crate) enum Db<'a> {
     Postgres(&'a mut PgConnection),
 }
 
-/// A unit of work's handle: the connection, and the events it appended (announced on the feed
-/// once the transaction commits, never before).
+/// A unit of work's handle: the connection, and the events it appended.
 #[derive(Debug)]
 pub(crate) struct Conn<'a> {
     pub(crate) db: Db<'a>,
+    /// SQLite: the signals of the events it appended (numbered at once), announced on the feed
+    /// once the group commits, never before.
     pub(crate) appended: Vec<CoopSignal>,
-    /// PostgreSQL: the events appended by the unit of work, numbered and written by
-    /// [`Conn::flush_events`] just before the commit (see [`gateway_domain::ports::EventTx::append_event`]).
+    /// PostgreSQL: the events appended by the unit of work, written by [`Conn::flush_events`]
+    /// just before the commit, which numbers them (see
+    /// [`gateway_domain::ports::EventTx::append_event`]).
     pub(crate) pending_events: Vec<events::PendingEvent>,
     /// The balances and coop rows its statements changed, for the balance read model.
     pub(crate) touched: Vec<crate::view::Touched>,
