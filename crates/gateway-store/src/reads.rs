@@ -326,8 +326,7 @@ impl EventReads for Store {
     }
 
     async fn current_seq(&self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> =
-            self.read_optional("SELECT seq FROM event_counters WHERE coop_id = $1", args![coop.as_str()]).await?;
+        let seq: Option<i64> = self.read_optional(crate::conn::events::COUNTER_SQL, args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 

@@ -247,13 +247,9 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
         Ok(coops) => {
             tx.commit().await.map_err(db_error)?;
             for coop in coops {
-                let seq: Result<i64, _> = sqlx::query_scalar("SELECT seq FROM event_counters WHERE coop_id = $1")
-                    .bind(coop.as_str())
-                    .fetch_one(&mut *conn)
-                    .await;
-                match seq {
+                match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
                     Ok(seq) => {
-                        let _ = feed.send(CoopSignal { coop_id: coop, seq: u64::try_from(seq).unwrap_or(0) });
+                        let _ = feed.send(CoopSignal { coop_id: coop, seq });
                     }
                     // Committed all the same: the replica's listener relays the commit's own
                     // notification, and the outbox is read by number whatever the signal.

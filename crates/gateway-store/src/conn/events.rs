@@ -38,6 +38,9 @@ pub(crate) struct PendingEvent {
     data: String,
 }
 
+/// A coop's last event number (no row: none yet). Every number up to it is committed.
+pub(crate) const COUNTER_SQL: &str = "SELECT seq FROM event_counters WHERE coop_id = $1";
+
 /// Writes one event with a placeholder number; the `events_numbered_at_commit` trigger gives it
 /// the coop's next number at `COMMIT` (migrations `0011_events_numbered_at_commit.sql` and
 /// `0012_event_numbering_search_path.sql`).
@@ -113,6 +116,12 @@ impl Conn<'_> {
             }
         }
         Ok(coops)
+    }
+
+    /// The coop's last event number, 0 before its first event.
+    pub(crate) async fn event_counter(&mut self, coop: &CoopId) -> Result<u64, Error> {
+        let seq: Option<i64> = self.fetch_optional(COUNTER_SQL, args![coop.as_str()]).await?;
+        Ok(seq.map(to_u64).unwrap_or(0))
     }
 }
 
