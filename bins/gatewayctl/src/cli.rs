@@ -68,7 +68,8 @@ pub(crate) enum Command {
     /// Your notifications.
     Notifications(NotificationsArgs),
     /// Verify a signed request's evidence offline: the `request_signature` of a history item,
-    /// a voter's entry, or the evidence object itself; prints the signer. Needs no gateway.
+    /// a voter's entry, or the evidence object itself; checks that the record's fields are the
+    /// signed body's and prints the signer; exits 1 on any difference. Needs no gateway.
     VerifyRequest {
         /// A JSON file holding the evidence or a record that carries it [default: standard input].
         file: Option<PathBuf>,

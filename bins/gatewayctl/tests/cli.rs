@@ -72,6 +72,7 @@ async fn gateway() -> String {
         membership_ttl: Duration::ZERO,
         receipt_keys: Arc::new(keys),
         cluster: None,
+        nonces: None,
     };
     let state = gateway_http::state::assemble(store, options).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -199,6 +200,71 @@ async fn login_pay_balance_history_and_advice() {
 
     let down = ctl(&["--gateway", "http://127.0.0.1:9", "--key", admin.key(), "--coop", "bakery", "balance"]).await;
     assert!(stderr(&down).contains("the cached login is for"), "{}", stderr(&down));
+}
+
+/// A signed payment's history item, checked offline by `verify-request`: intact it is valid;
+/// with its amount, payee, memo or payer changed after the fact (the signature left as it was)
+/// it is refused with exit status 1, the message naming the field; with its kept body replaced
+/// as well, the body no longer matches the signed digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_request_refuses_a_history_item_changed_after_signing() {
+    let url = gateway().await;
+    let dir = tempfile::tempdir().unwrap();
+    let admin = Member::new(dir.path(), "admin").await;
+    let baker = Member::new(dir.path(), "baker").await;
+    let with = |member: &Member, args: &[&str]| -> Vec<String> {
+        let mut all = vec!["--gateway", url.as_str(), "--key", member.key(), "--coop", "bakery"];
+        all.extend_from_slice(args);
+        all.into_iter().map(str::to_owned).collect()
+    };
+    ok(&with(&admin, &["login", "--scopes", "bootstrap"])).await;
+    ok(&with(&admin, &["coop", "create", "--name", "Bakery"])).await;
+    ok(&with(&admin, &["login", "--scopes", "all"])).await;
+    ok(&with(&admin, &["coop", "add-member", &baker.did])).await;
+    ok(&with(&admin, &["pay", &baker.did, "2.50", "--memo", "bread"])).await;
+    let history = json(&with(&admin, &["history"])).await;
+    let item = history["transactions"][0].clone();
+    assert!(item["request_signature"]["body"].is_string(), "gatewayctl signs, the body is kept: {item}");
+
+    let check = |record: Value, name: &str| {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, record.to_string()).unwrap();
+        async move { ctl(&["verify-request", path.to_str().unwrap()]).await }
+    };
+    let intact = check(item.clone(), "intact").await;
+    assert!(intact.status.success(), "{}{}", stdout(&intact), stderr(&intact));
+    assert!(stdout(&intact).contains(&format!("signed by {}", admin.did)), "{}", stdout(&intact));
+
+    let tamper = |field: &str, value: Value| {
+        let mut record = item.clone();
+        record[field] = value;
+        record
+    };
+    for (field, record) in [
+        ("amount", tamper("amount", serde_json::json!(25))),
+        ("amount", tamper("amount", serde_json::json!(2.500001))),
+        ("to", tamper("to", Value::String(admin.did.clone()))),
+        ("memo", tamper("memo", Value::String("cake".into()))),
+        ("memo", tamper("memo", Value::Null)),
+        ("from", tamper("from", Value::String(baker.did.clone()))),
+    ] {
+        let refused = check(record.clone(), &format!("tampered-{field}")).await;
+        assert_eq!(refused.status.code(), Some(1), "{field}: {}{}", stdout(&refused), stderr(&refused));
+        assert!(
+            stderr(&refused).contains(&format!("NOT valid: the record's {field} is")),
+            "{field}: {}",
+            stderr(&refused)
+        );
+    }
+    // The kept body rewritten to match the forged amount: its digest is no longer the signed one.
+    let mut forged = tamper("amount", serde_json::json!(25));
+    let body = item["request_signature"]["body"].as_str().unwrap().to_owned();
+    // `eyJ` is the base64 of `{"`: `WyJ`, of `["`, is as valid and says otherwise.
+    assert!(body.starts_with("eyJ"), "{body}");
+    forged["request_signature"]["body"] = Value::String(body.replacen("eyJ", "WyJ", 1));
+    let refused = check(forged, "forged-body").await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("digest_mismatch"), "{}", stderr(&refused));
 }
 
 /// The worked example of docs/RECEIPTS.md and the key that signed it.

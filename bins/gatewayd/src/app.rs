@@ -103,6 +103,7 @@ pub async fn serve(
             ),
         }
     }
+    let nonces = shared_nonces(&store, redis.as_ref()).await;
     let cors =
         if config.dev { CorsMode::Development } else { CorsMode::Production { origin: config.cors_origin.clone() } };
     let options = AssembleOptions {
@@ -129,9 +130,9 @@ pub async fn serve(
         cluster: redis.as_ref().zip(redis_limits.clone()).map(|(redis, limits)| gateway_http::Cluster {
             limits,
             challenges: Arc::new(gateway_redis::RedisChallengeStore::new(redis.clone())),
-            nonces: Arc::new(gateway_redis::RedisNonceStore::new(redis.clone())),
             velocity_fallback: config.redis.as_ref().map(|r| r.velocity_fallback).unwrap_or_default(),
         }),
+        nonces,
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     // Every task this gateway starts lives in `background` and stops when `serve` returns, so a
@@ -139,6 +140,13 @@ pub async fn serve(
     let mut background = tokio::task::JoinSet::new();
     let trust_changes = store.postgres_pool().is_some().then(|| store.trust_changes());
     tasks::spawn_background(&mut background, &state, trust_changes, config.builtin_executor);
+    // Before the metrics are served: the first scrape already has every currency's sum.
+    tasks::start_balance_gauge(
+        &mut background,
+        state.ledger.clone(),
+        gateway_domain::ports::EventFeed::subscribe(store.as_ref()),
+    )
+    .await;
     // icn_network_connections_active: the database connections open now, plus Redis while it
     // answers (contract 10: the partition and isolation alerts mean "lost its backends").
     {
@@ -172,6 +180,7 @@ pub async fn serve(
     );
     background.spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
     let sockets = ws.shutdown_handle();
+    let misbehavior = state.misbehavior.clone();
     let app = gateway_http::app_with(state, gateway_ws::router(ws), gateway_ws::openapi());
     // On SIGTERM/SIGINT: every socket gets Shutdown{reason, reconnect_after_ms} and a close
     // frame first (axum does not track upgraded sockets), then HTTP drains.
@@ -185,7 +194,12 @@ pub async fn serve(
     };
 
     tracing::info!("metrics on http://{}/metrics", listeners.metrics.local_addr()?);
-    background.spawn(crate::metrics::serve(listeners.metrics, metrics));
+    // The gauge of quarantined addresses is computed at each scrape, so it falls the moment a
+    // quarantine expires.
+    let before_scrape = move || {
+        misbehavior.export_quarantined_now();
+    };
+    background.spawn(crate::metrics::serve(listeners.metrics, metrics, before_scrape));
 
     let listener = listeners.api;
     let addr = listener.local_addr()?;
@@ -207,6 +221,38 @@ pub async fn serve(
     }
     background.shutdown().await;
     Ok(())
+}
+
+/// Where request-signature nonces are remembered so that every replica sees them (contract 11):
+/// Redis when configured, else the shared PostgreSQL database; `None` on SQLite or in memory,
+/// where the one gateway keeps them in its memory (from its start: `gateway_http::state`).
+///
+/// With Redis, the epoch marker is set now if Redis has none, and the gateway waits for that
+/// second to begin before it serves, so a token it issues is never older than Redis's memory of
+/// nonces. Redis unreachable: the marker is set by the first check that reaches it.
+async fn shared_nonces(
+    store: &Store,
+    redis: Option<&gateway_redis::Redis>,
+) -> Option<Arc<dyn gateway_auth::NonceStore>> {
+    if let Some(redis) = redis {
+        if let Err(err) = redis.warm_up(Duration::from_secs(2)).await {
+            tracing::warn!("Redis did not answer at start-up: {err}");
+        }
+        let nonces = gateway_redis::RedisNonceStore::new(redis.clone());
+        let now_millis = gateway_core::Clock::now_unix_millis(&SystemClock);
+        match nonces.begin(now_millis).await {
+            Ok(epoch) => {
+                let wait = (epoch * 1000).saturating_sub(now_millis).min(1000);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            Err(err) => tracing::warn!("request nonces: {err}; the marker is set once Redis answers"),
+        }
+        return Some(Arc::new(nonces));
+    }
+    store.shared_nonces().map(|shared| {
+        tracing::info!("request-signature nonces are shared through PostgreSQL (no --redis)");
+        Arc::new(crate::nonces::DatabaseNonces::new(shared)) as Arc<dyn gateway_auth::NonceStore>
+    })
 }
 
 /// The TLS 1.3-only server configuration (rustls with the ring provider) from the PEM files;

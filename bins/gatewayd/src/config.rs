@@ -35,8 +35,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API (the default).
     Serve,
-    /// Write a commented gateway.toml (a random JWT secret, mode 0600) and, when ICN_PASSPHRASE
-    /// is set, a keystore; name the founder's DID as trust anchor so that the founder can
+    /// Write a commented gateway.toml (a random JWT secret, mode 0600) and, when a keystore
+    /// passphrase is given (--passphrase-file, the icn-passphrase credential, ICN_PASSPHRASE), a
+    /// keystore; name the founder's DID as trust anchor so that the founder can
     /// govern and compute from the start.
     Init {
         /// Where to write gateway.toml (and keystore.json, gateway.db later).
@@ -67,10 +68,10 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum KeystoreAction {
     /// Create a new keystore at --keystore holding a new receipt master secret, encrypted with the
-    /// passphrase from ICN_PASSPHRASE.
+    /// passphrase (--passphrase-file, the icn-passphrase credential, or ICN_PASSPHRASE).
     Init,
     /// Retire the keystore's current master secret (kept, encrypted) and add a new one; restart
-    /// the gateway to sign with it. Unlocked with ICN_PASSPHRASE.
+    /// the gateway to sign with it. Unlocked with the same passphrase sources as Init.
     Rotate,
 }
 
@@ -136,9 +137,15 @@ pub struct Settings {
     #[arg(long = "trusted-proxy", env = "ICN_GATEWAY_TRUSTED_PROXY", value_delimiter = ',', global = true)]
     #[serde(default, rename = "trusted_proxy", alias = "trusted_proxies")]
     pub trusted_proxies: Vec<String>,
-    /// Keystore file holding the receipt master secrets (unlocked with ICN_PASSPHRASE).
+    /// Keystore file holding the receipt master secrets (unlocked with the passphrase of
+    /// --passphrase-file, the systemd credential icn-passphrase, or ICN_PASSPHRASE).
     #[arg(long, env = "ICN_GATEWAY_KEYSTORE", global = true)]
     pub keystore: Option<PathBuf>,
+    /// A file holding the keystore passphrase (one trailing newline is ignored). Wins over the
+    /// systemd credential icn-passphrase and over ICN_PASSPHRASE, which stays readable in
+    /// /proc/<pid>/environ.
+    #[arg(long, env = "ICN_GATEWAY_PASSPHRASE_FILE", global = true)]
+    pub passphrase_file: Option<PathBuf>,
     /// TLS certificate chain (PEM); with --tls-key, serves TLS 1.3 only.
     #[arg(long, env = "ICN_GATEWAY_TLS_CERT", global = true)]
     pub tls_cert: Option<PathBuf>,
@@ -298,8 +305,10 @@ pub struct GatewayConfig {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Keystore path.
     pub keystore: Option<PathBuf>,
-    /// The keystore's passphrase, from `ICN_PASSPHRASE` (never printed).
+    /// The keystore's passphrase (never printed), from [`crate::keys::passphrase`].
     pub keystore_passphrase: Option<zeroize::Zeroizing<String>>,
+    /// Where the passphrase came from (printed by `config check`).
+    pub passphrase_source: Option<crate::keys::PassphraseSource>,
     /// TLS files, if TLS is on.
     pub tls: Option<TlsFiles>,
     /// Allowed CORS origin in production mode.
@@ -441,6 +450,8 @@ impl GatewayConfig {
                 "between 20 and 10000, or 0 for never",
             )?,
         };
+        let passphrase_file = settings.passphrase_file.or(file.passphrase_file);
+        let passphrase = crate::keys::passphrase(passphrase_file.as_deref())?;
         let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
         let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
         if token_ttl == 0 || challenge_ttl == 0 {
@@ -478,10 +489,8 @@ impl GatewayConfig {
             trust_default,
             trusted_proxies,
             keystore: settings.keystore.or(file.keystore),
-            keystore_passphrase: std::env::var(crate::keys::PASSPHRASE_VAR)
-                .ok()
-                .filter(|p| !p.is_empty())
-                .map(zeroize::Zeroizing::new),
+            keystore_passphrase: passphrase.as_ref().map(|(secret, _)| secret.clone()),
+            passphrase_source: passphrase.map(|(_, source)| source),
             tls,
             cors_origin,
             open_enrollment: settings
@@ -502,7 +511,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}\nworker_yield_us = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}\nworker_yield_us = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -526,6 +535,7 @@ impl GatewayConfig {
             self.trust_default,
             self.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.keystore,
+            self.passphrase_source.as_ref().map_or_else(|| "none".to_owned(), |source| format!("<from {source}>")),
             self.tls.is_some(),
             self.cors_origin.as_ref().and_then(|o| o.to_str().ok()),
             self.open_enrollment,
@@ -772,6 +782,14 @@ mod tests {
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();
+        // The passphrase file is read when the configuration resolves: put one where it points.
+        let passphrase = dir.path().join("passphrase");
+        std::fs::write(&passphrase, "example passphrase\n").unwrap();
+        let example_passphrase = format!("passphrase_file = {:?}", passphrase.display().to_string());
+        let uncommented: Vec<&str> = uncommented
+            .into_iter()
+            .map(|line| if line.starts_with("passphrase_file = ") { example_passphrase.as_str() } else { line })
+            .collect();
         let path = dir.path().join("all.toml");
         std::fs::write(&path, uncommented.join("\n")).unwrap();
         let config = GatewayConfig::resolve(Settings { config: Some(path), ..Settings::default() })
@@ -779,6 +797,7 @@ mod tests {
         assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(config.trust_anchors.len(), 1);
         assert!(config.redis.is_some());
+        assert_eq!(config.keystore_passphrase.as_deref().map(String::as_str), Some("example passphrase"));
         let warnings = config.check().unwrap_err().to_string();
         assert!(warnings.contains("cert.pem"), "the example TLS files do not exist here: {warnings}");
     }

@@ -1,10 +1,12 @@
 //! `gatewayd init`: the first minute of a new gateway. Writes `gateway.toml` (the commented
-//! example with a fresh random JWT secret, readable by its owner only) and, when
-//! `ICN_PASSPHRASE` is set, a keystore for signed receipts; names the founder's DID as the first
+//! example with a fresh random JWT secret, readable by its owner only) and, when a keystore
+//! passphrase is given, a keystore for signed receipts; names the founder's DID as the first
 //! trust anchor, so that the founder can open proposals and submit compute tasks at once.
 //!
 //! It refuses to overwrite an existing `gateway.toml` (unless `--force`) or keystore, and starts
-//! nothing.
+//! nothing. It never writes through a symlink: the file is written as a new temporary file
+//! beside the target (mode 0600, created exclusively) and renamed over it, so `--force` on a
+//! `gateway.toml` that is a symlink replaces the link and leaves the file it pointed to alone.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,21 +18,33 @@ use rand::RngCore;
 /// The commented example every setting is documented in; `init` fills in its own values.
 const EXAMPLE: &str = include_str!("../../../gateway.example.toml");
 
-/// Writes `dir/gateway.toml` (and `dir/keystore.json` when a passphrase is set).
+/// Writes `dir/gateway.toml` (and `dir/keystore.json` when `ICN_PASSPHRASE` is set).
 pub fn run(dir: &Path, founder: Option<&str>, force: bool) -> anyhow::Result<()> {
+    let passphrase = std::env::var(crate::PASSPHRASE_VAR).ok().filter(|p| !p.is_empty()).map(zeroize::Zeroizing::new);
+    run_with(dir, founder, force, passphrase)
+}
+
+/// Writes `dir/gateway.toml` (and `dir/keystore.json` when `passphrase` is given: `gatewayd`
+/// reads it from `--passphrase-file`, the systemd credential or `ICN_PASSPHRASE`).
+pub fn run_with(
+    dir: &Path,
+    founder: Option<&str>,
+    force: bool,
+    passphrase: Option<zeroize::Zeroizing<String>>,
+) -> anyhow::Result<()> {
     let founder = founder
         .map(|text| Did::parse(text).map_err(|e| anyhow::anyhow!("--founder {text}: not a DID ({e})")))
         .transpose()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let config = dir.join("gateway.toml");
-    if config.exists() && !force {
+    // `symlink_metadata`: a symlink, even a dangling one, is an existing file here.
+    if config.symlink_metadata().is_ok() && !force {
         bail!(
             "{} exists: keep it, or run `gatewayd init --force` to replace it (its secret changes)",
             config.display()
         );
     }
     let keystore = dir.join("keystore.json");
-    let passphrase = std::env::var(crate::PASSPHRASE_VAR).ok().filter(|p| !p.is_empty());
     let secret = {
         let mut bytes = [0u8; 32];
         rand::thread_rng().fill_bytes(&mut bytes);
@@ -44,9 +58,10 @@ pub fn run(dir: &Path, founder: Option<&str>, force: bool) -> anyhow::Result<()>
         (Some(passphrase), false) => {
             let master = gateway_auth::keystore::init(&keystore, passphrase)?;
             println!(
-                "wrote {} (receipt master {}; unlocked with {})",
+                "wrote {} (receipt master {}; unlocked with the same passphrase: --passphrase-file, the systemd credential {} or {})",
                 keystore.display(),
                 master.id,
+                crate::PASSPHRASE_CREDENTIAL,
                 crate::PASSPHRASE_VAR
             );
         }
@@ -91,23 +106,49 @@ fn render(secret: &str, founder: Option<&Did>, keystore: bool) -> String {
     text
 }
 
-/// Writes `text` to `path`, created with mode 0600 (the secret is in it).
+/// Writes `text` to `path` with mode 0600 (the secret is in it), without ever opening `path`
+/// itself: a fresh temporary file in the same directory, created exclusively (`O_CREAT|O_EXCL`,
+/// which refuses to follow or reuse anything already there), written and synced, then renamed
+/// over `path`. A symlink at `path` is replaced by the new file, and its target is not touched;
+/// a reader sees the old file or the new one, never half of one.
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    for _ in 0..16 {
+        let mut suffix = [0u8; 8];
+        rand::thread_rng().fill_bytes(&mut suffix);
+        let temporary = dir.join(format!(".{name}.{}.tmp", hex::encode(suffix)));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = match options.open(&temporary) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err).with_context(|| format!("writing {}", temporary.display())),
+        };
+        let written = (|| -> std::io::Result<()> {
+            #[cfg(unix)]
+            {
+                // The umask may have narrowed the mode further; never wider than 0600.
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&temporary, path)
+        })();
+        if let Err(err) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(err).with_context(|| format!("writing {}", path.display()));
+        }
+        return Ok(());
     }
-    let mut file = options.open(path).with_context(|| format!("writing {}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    bail!("writing {}: could not create a temporary file beside it", path.display())
 }
 
 #[cfg(test)]
@@ -138,6 +179,44 @@ mod tests {
         let again = crate::GatewayConfig::resolve(Settings { config: Some(path), ..Settings::default() }).unwrap();
         assert_ne!(again.jwt_secret, config.jwt_secret, "a fresh secret");
         assert!(again.trust_anchors.is_empty());
+    }
+
+    /// `--force` on a `gateway.toml` that is a symlink to another file: the other file keeps its
+    /// bytes and mode, and `gateway.toml` becomes a regular private file. Without `--force`,
+    /// even a dangling symlink counts as an existing file.
+    #[cfg(unix)]
+    #[test]
+    fn force_replaces_a_symlink_and_never_writes_through_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("authorized_keys");
+        std::fs::write(&victim, "ssh-ed25519 AAAA precious\n").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let config = dir.path().join("gateway.toml");
+        std::os::unix::fs::symlink(&victim, &config).unwrap();
+
+        let err = run(dir.path(), None, false).unwrap_err().to_string();
+        assert!(err.contains("exists"), "{err}");
+        run(dir.path(), Some(FOUNDER), true).unwrap();
+
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "ssh-ed25519 AAAA precious\n");
+        assert_eq!(std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777, 0o644);
+        let written = std::fs::symlink_metadata(&config).unwrap();
+        assert!(written.file_type().is_file(), "a regular file, not a link: {:?}", written.file_type());
+        assert_eq!(written.permissions().mode() & 0o777, 0o600);
+        assert!(std::fs::read_to_string(&config).unwrap().contains(FOUNDER));
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+
+        let dangling = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(dangling.path().join("nowhere"), dangling.path().join("gateway.toml")).unwrap();
+        assert!(run(dangling.path(), None, false).unwrap_err().to_string().contains("exists"));
+        assert!(!dangling.path().join("nowhere").exists(), "nothing written through the dangling link");
     }
 
     #[test]

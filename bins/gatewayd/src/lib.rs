@@ -7,12 +7,13 @@ pub mod config;
 pub mod init;
 mod keys;
 pub mod metrics;
+mod nonces;
 mod tasks;
 pub mod workers;
 
 pub use app::{Listeners, serve, tls_server_config};
 pub use config::{GatewayConfig, TlsFiles};
-pub use keys::PASSPHRASE_VAR;
+pub use keys::{PASSPHRASE_CREDENTIAL, PASSPHRASE_VAR, PassphraseSource, passphrase};
 
 /// What a gateway without a trust anchor means, said at start and by `config check`.
 pub const NO_TRUST_ANCHOR: &str = "no trust anchor is configured: every DID has the default trust score, so with the default 0.0 nobody can open a governance proposal (needs 0.4) or submit a compute task (needs 0.3); start with --trust-anchor <founder DID> (or run `gatewayd init --founder <DID>`)";
@@ -79,7 +80,21 @@ impl GatewayConfig {
         }
         if self.keystore.is_some() && self.keystore_passphrase.is_none() {
             warnings.push(format!(
-                "{} is not set: the keystore would stay locked and receipts would be unavailable",
+                "no keystore passphrase (--passphrase-file, the systemd credential {} or {}): the keystore would stay locked and receipts would be unavailable",
+                crate::keys::PASSPHRASE_CREDENTIAL,
+                crate::PASSPHRASE_VAR
+            ));
+        }
+        if self.passphrase_source == Some(crate::keys::PassphraseSource::Environment) {
+            warnings.push(format!(
+                "the keystore passphrase comes from {}, which stays readable in /proc/<pid>/environ by the same user and root: prefer --passphrase-file or the systemd credential {} (docs/DEPLOYMENT.md)",
+                crate::PASSPHRASE_VAR,
+                crate::keys::PASSPHRASE_CREDENTIAL
+            ));
+        } else if self.passphrase_source.is_some() && std::env::var(crate::PASSPHRASE_VAR).is_ok_and(|v| !v.is_empty())
+        {
+            warnings.push(format!(
+                "{} is set but ignored (the passphrase comes from a file or credential): unset it",
                 crate::PASSPHRASE_VAR
             ));
         }

@@ -31,9 +31,16 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Some(Command::Keystore { action: KeystoreAction::Init }) => return keystore_init(cli.settings.keystore),
-        Some(Command::Keystore { action: KeystoreAction::Rotate }) => return keystore_rotate(cli.settings.keystore),
-        Some(Command::Init { dir, founder, force }) => return gatewayd::init::run(&dir, founder.as_deref(), force),
+        Some(Command::Keystore { action: KeystoreAction::Init }) => {
+            return keystore_init(cli.settings.keystore, cli.settings.passphrase_file.as_deref());
+        }
+        Some(Command::Keystore { action: KeystoreAction::Rotate }) => {
+            return keystore_rotate(cli.settings.keystore, cli.settings.passphrase_file.as_deref());
+        }
+        Some(Command::Init { dir, founder, force }) => {
+            let passphrase = gatewayd::passphrase(cli.settings.passphrase_file.as_deref())?.map(|(secret, _)| secret);
+            return gatewayd::init::run_with(&dir, founder.as_deref(), force, passphrase);
+        }
         _ => {}
     }
     let config = GatewayConfig::resolve(cli.settings)?;
@@ -92,18 +99,23 @@ fn log_workers(tuning: &gatewayd::workers::WorkerTuning, applied: &gatewayd::wor
     }
 }
 
-/// The passphrase from `ICN_PASSPHRASE`, for the keystore subcommands.
-fn passphrase(purpose: &str) -> anyhow::Result<zeroize::Zeroizing<String>> {
-    std::env::var(gatewayd::PASSPHRASE_VAR)
-        .map(zeroize::Zeroizing::new)
-        .map_err(|_| anyhow::anyhow!("set {} to the passphrase {purpose}", gatewayd::PASSPHRASE_VAR))
+/// The passphrase for the keystore subcommands, from `--passphrase-file`, the systemd
+/// credential or `ICN_PASSPHRASE` (in that order, as when serving).
+fn passphrase(file: Option<&std::path::Path>, purpose: &str) -> anyhow::Result<zeroize::Zeroizing<String>> {
+    gatewayd::passphrase(file)?.map(|(secret, _)| secret).ok_or_else(|| {
+        anyhow::anyhow!(
+            "give the passphrase {purpose}: --passphrase-file <file>, the systemd credential {} or {}",
+            gatewayd::PASSPHRASE_CREDENTIAL,
+            gatewayd::PASSPHRASE_VAR
+        )
+    })
 }
 
 /// `gatewayd keystore init --keystore <path>`: a new master secret (number 0), encrypted under
 /// `ICN_PASSPHRASE`; refuses to overwrite an existing keystore.
-fn keystore_init(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+fn keystore_init(path: Option<std::path::PathBuf>, file: Option<&std::path::Path>) -> anyhow::Result<()> {
     let path = path.ok_or_else(|| anyhow::anyhow!("keystore init needs --keystore <path>"))?;
-    let passphrase = passphrase("that will protect the keystore")?;
+    let passphrase = passphrase(file, "that will protect the keystore")?;
     let master = gateway_auth::keystore::init(&path, &passphrase)?;
     println!(
         "created {}\nmaster {} (each coop's receipt key is derived from it; see docs/RECEIPTS.md)",
@@ -118,9 +130,9 @@ fn keystore_init(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
 /// derived) and adds a new one, under the same `ICN_PASSPHRASE`. Running gateways sign with the
 /// new master after a restart; every coop then moves to a key derived from it, and its previous
 /// key stays in the signing-keys list.
-fn keystore_rotate(path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+fn keystore_rotate(path: Option<std::path::PathBuf>, file: Option<&std::path::Path>) -> anyhow::Result<()> {
     let path = path.ok_or_else(|| anyhow::anyhow!("keystore rotate needs --keystore <path>"))?;
-    let passphrase = passphrase("of the keystore")?;
+    let passphrase = passphrase(file, "of the keystore")?;
     let keyring = gateway_auth::keystore::rotate(&path, &passphrase)?;
     let retired: Vec<String> = keyring.masters().iter().rev().skip(1).rev().map(|m| m.info().id.to_string()).collect();
     println!(

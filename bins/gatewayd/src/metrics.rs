@@ -272,9 +272,14 @@ fn process_collector() -> metrics_process::Collector {
     metrics_process::Collector::default()
 }
 
-/// Serves `/metrics` on `listener`: the process figures are read at each scrape, the recorder's
-/// upkeep runs every 5 s. With `handle` `None` (metrics off) it answers with a comment only.
-pub(crate) async fn serve(listener: TcpListener, handle: Option<PrometheusHandle>) {
+/// Serves `/metrics` on `listener`: the process figures are read and `before_scrape` runs (the
+/// gauges computed from the gateway's state) at each scrape, the recorder's upkeep runs every
+/// 5 s. With `handle` `None` (metrics off) it answers with a comment only.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    handle: Option<PrometheusHandle>,
+    before_scrape: impl Fn() + Clone + Send + Sync + 'static,
+) {
     let Some(handle) = handle else {
         let app = Router::new().route("/metrics", get(|| std::future::ready("# metrics are off (--metrics false)\n")));
         if let Err(err) = axum::serve(listener, app).await {
@@ -295,6 +300,7 @@ pub(crate) async fn serve(listener: TcpListener, handle: Option<PrometheusHandle
         "/metrics",
         get(move || {
             collector.collect();
+            before_scrape();
             std::future::ready(handle.render())
         }),
     );

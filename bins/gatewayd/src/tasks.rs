@@ -65,7 +65,8 @@ pub(crate) fn spawn_background(
         loop {
             tick.tick().await;
             misbehavior.evict_idle();
-            metrics::gauge!(gateway_limits::misbehavior::QUARANTINED_PEERS).set(misbehavior.quarantined_now() as f64);
+            // Also computed at each scrape; this keeps it current for other recorders.
+            misbehavior.export_quarantined_now();
         }
     });
 
@@ -83,14 +84,9 @@ pub(crate) fn spawn_background(
 
     let ledger = state.ledger.clone();
     tasks.spawn(async move {
-        let mut exported = BTreeSet::new();
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         loop {
             tick.tick().await;
-            match ledger.balance_sums().await {
-                Ok(sums) => export_balance_sums(&sums, &mut exported),
-                Err(err) => tracing::warn!("could not read ledger sums: {err}"),
-            }
             match ledger.unreconciled_accounts().await {
                 Ok(count) => {
                     if count > 0 {
@@ -129,6 +125,19 @@ pub(crate) fn spawn_background(
         }
     });
 
+    let notifications = state.notifications.clone();
+    tasks.spawn(async move {
+        // Read notifications go after 30 days, any after 90 (docs/API.md).
+        let mut tick = tokio::time::interval(Duration::from_secs(3_600));
+        loop {
+            tick.tick().await;
+            match notifications.prune_old().await {
+                Ok(pruned) => tracing::debug!(pruned, "pruned old notifications"),
+                Err(err) => tracing::warn!("pruning old notifications failed: {err}"),
+            }
+        }
+    });
+
     if let Some(changes) = trust_changes {
         // Replicas sharing PostgreSQL: a trust change committed through any replica arrives as
         // a NOTIFY and is reloaded at once (contract 10: within 1 s); the 5 s tick is the
@@ -146,6 +155,49 @@ pub(crate) fn spawn_background(
                 }
             }
         });
+    }
+}
+
+/// Starts `icn_ledger_balances_total{currency}`: read once before this returns (so the first
+/// scrape of a gateway that has just started already has every currency that exists), then
+/// again after commits (`signals`: this replica's, and with PostgreSQL every replica's), at
+/// most every [`BALANCE_GAUGE_SPACING`], so the gauge follows a payment within a second; and
+/// every 10 s whatever happens, in case a signal was missed.
+pub(crate) async fn start_balance_gauge(
+    tasks: &mut tokio::task::JoinSet<()>,
+    ledger: gateway_domain::ledger::Ledger,
+    mut signals: tokio::sync::broadcast::Receiver<gateway_domain::ports::CoopSignal>,
+) {
+    let mut exported = BTreeSet::new();
+    read_balance_sums(&ledger, &mut exported).await;
+    tasks.spawn(async move {
+        let mut signalled = true;
+        loop {
+            let next = if signalled {
+                tokio::time::timeout(Duration::from_secs(10), signals.recv()).await
+            } else {
+                // The feed is gone: the timer alone.
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed))
+            };
+            if matches!(next, Ok(Err(tokio::sync::broadcast::error::RecvError::Closed))) {
+                signalled = false;
+            }
+            // Commits come in bursts: one read for all of a burst's signals.
+            tokio::time::sleep(BALANCE_GAUGE_SPACING).await;
+            while signals.try_recv().is_ok() {}
+            read_balance_sums(&ledger, &mut exported).await;
+        }
+    });
+}
+
+/// The least time between two reads of the balance sums after commits.
+const BALANCE_GAUGE_SPACING: Duration = Duration::from_millis(250);
+
+async fn read_balance_sums(ledger: &gateway_domain::ledger::Ledger, exported: &mut BTreeSet<String>) {
+    match ledger.balance_sums().await {
+        Ok(sums) => export_balance_sums(&sums, exported),
+        Err(err) => tracing::warn!("could not read ledger sums: {err}"),
     }
 }
 

@@ -115,3 +115,64 @@ async fn keystore_init_unlock_and_locked_behaviour() {
     let logs = locked.logs.lock().unwrap().join("\n");
     assert!(logs.contains("could not be unlocked"), "{logs}");
 }
+
+/// The passphrase through the real binary from each source: `--passphrase-file` (its trailing
+/// newline ignored), `ICN_GATEWAY_PASSPHRASE_FILE`, the systemd credential in
+/// `$CREDENTIALS_DIRECTORY`, and `ICN_PASSPHRASE`; an explicit file wins over the credential and
+/// the variable, the credential over the variable. A wrong passphrase fails the rotation, so each
+/// success below shows which source was read.
+#[test]
+fn the_passphrase_comes_from_a_file_a_credential_or_the_variable_in_that_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let keystore = dir.path().join("keystore.json");
+    let right = dir.path().join("right");
+    std::fs::write(&right, format!("{PASS}\n")).unwrap();
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "not the passphrase\n").unwrap();
+    let credentials = tempfile::tempdir().unwrap();
+    let gatewayd = |action: &str, flags: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gatewayd"));
+        command.args(["keystore", action, "--keystore", keystore.to_str().unwrap()]).args(flags);
+        for name in ["ICN_PASSPHRASE", "ICN_GATEWAY_PASSPHRASE_FILE", "CREDENTIALS_DIRECTORY"] {
+            command.env_remove(name);
+        }
+        command.envs(env.iter().copied());
+        let output = command.output().unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (right_flag, wrong_flag) =
+        (["--passphrase-file", right.to_str().unwrap()], ["--passphrase-file", wrong.to_str().unwrap()]);
+
+    let (ok, err) = gatewayd("init", &right_flag, &[]);
+    assert!(ok, "init from --passphrase-file: {err}");
+    // The same passphrase as the variable alone: the file's newline was not part of it.
+    let (ok, err) = gatewayd("rotate", &[], &[("ICN_PASSPHRASE", PASS)]);
+    assert!(ok, "the variable: {err}");
+    let (ok, err) = gatewayd("rotate", &[], &[("ICN_GATEWAY_PASSPHRASE_FILE", right.to_str().unwrap())]);
+    assert!(ok, "ICN_GATEWAY_PASSPHRASE_FILE: {err}");
+    // The file wins over the variable, whichever of the two is right.
+    assert!(gatewayd("rotate", &right_flag, &[("ICN_PASSPHRASE", "wrong")]).0, "the right file beats a wrong variable");
+    assert!(
+        !gatewayd("rotate", &wrong_flag, &[("ICN_PASSPHRASE", PASS)]).0,
+        "a wrong file is not rescued by the variable"
+    );
+
+    // The systemd credential: read when present, beats the variable, loses to the file.
+    let directory = credentials.path().to_str().unwrap();
+    std::fs::write(credentials.path().join("icn-passphrase"), format!("{PASS}\n")).unwrap();
+    let (ok, err) = gatewayd("rotate", &[], &[("CREDENTIALS_DIRECTORY", directory), ("ICN_PASSPHRASE", "wrong")]);
+    assert!(ok, "the credential beats a wrong variable: {err}");
+    assert!(
+        !gatewayd("rotate", &wrong_flag, &[("CREDENTIALS_DIRECTORY", directory)]).0,
+        "the file beats the credential"
+    );
+    std::fs::write(credentials.path().join("icn-passphrase"), "wrong\n").unwrap();
+    assert!(!gatewayd("rotate", &[], &[("CREDENTIALS_DIRECTORY", directory), ("ICN_PASSPHRASE", PASS)]).0);
+
+    // A named file that does not exist is an error, not a fall-back to the variable.
+    let missing = dir.path().join("missing");
+    let (ok, err) = gatewayd("rotate", &["--passphrase-file", missing.to_str().unwrap()], &[("ICN_PASSPHRASE", PASS)]);
+    assert!(!ok && err.contains("cannot read the passphrase file"), "{err}");
+    let (ok, err) = gatewayd("rotate", &[], &[]);
+    assert!(!ok && err.contains("--passphrase-file"), "no source at all names the ways to give one: {err}");
+}

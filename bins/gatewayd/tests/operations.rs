@@ -442,3 +442,79 @@ async fn the_served_openapi_document_declares_each_tag_once_and_uses_only_declar
     }
     assert!(used.contains("events"), "the stream routes are in the served document");
 }
+
+/// Waits up to `within` for `series` to be on the gateway's `/metrics`; its value.
+async fn series_within(gateway: &Gateway, series: &str, within: Duration) -> Option<f64> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = Scrape::of(gateway).await.series.get(series) {
+            return Some(*value);
+        }
+        if started.elapsed() > within {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `icn_ledger_balances_total{currency}` (contract 10; the sum of every balance of a currency,
+/// 0 in a sound mutual-credit ledger): a coop's currency is there once the coop is, a payment's
+/// new currency within a second of the payment, and a gateway started on a store with
+/// currencies has them on its very first scrape. On every store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_balance_gauge_is_there_from_the_start_and_follows_payments_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stores =
+        vec![("memory".to_owned(), false), (format!("sqlite:{}", dir.path().join("g.db").display()), true)];
+    match gateway_store::testing::fresh_postgres_schema("balance_gauge").await {
+        Some(url) => stores.push((url, true)),
+        None => eprintln!("GATEWAY_TEST_POSTGRES_URL is unset: the balance gauge is not tried on PostgreSQL"),
+    }
+    let flags = ["--open-enrollment", "true", "--trust-default", "0.9"];
+    for (store, durable) in stores {
+        let gateway = start_on(&store, &flags, &[]);
+        let api = gateway.api.clone();
+        let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+        let (admin, _, _) = login_as(&api, 1, "gauge", &scopes, "203.0.113.1").await;
+        let (status, _) = json_request(
+            &api,
+            "POST",
+            "/v1/coops",
+            Some(json!({ "name": "Gauge", "coop_type": "worker" })),
+            Some(&admin),
+        )
+        .await;
+        assert_eq!(status, 201, "{store}");
+        let hours = "icn_ledger_balances_total{currency=\"hours\"}";
+        assert_eq!(
+            series_within(&gateway, hours, Duration::from_secs(1)).await,
+            Some(0.0),
+            "{store}: the coop's currency"
+        );
+        let (status, _) = json_request(
+            &api,
+            "POST",
+            "/v1/coops/gauge/members",
+            Some(json!({ "did": signing_key(2).1 })),
+            Some(&admin),
+        )
+        .await;
+        assert_eq!(status, 201, "{store}");
+        let beans = "icn_ledger_balances_total{currency=\"beans\"}";
+        assert!(!Scrape::of(&gateway).await.series.contains_key(beans), "{store}: no beans before the payment");
+        let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 4.25, "currency": "beans" });
+        let (status, text) = json_request(&api, "POST", "/v1/ledger/gauge/payment", Some(pay), Some(&admin)).await;
+        assert_eq!(status, 201, "{store}: {text}");
+        let paid = std::time::Instant::now();
+        assert_eq!(series_within(&gateway, beans, Duration::from_secs(1)).await, Some(0.0), "{store}: zero-sum");
+        assert!(paid.elapsed() < Duration::from_millis(1_500), "{store}: within a second of the payment");
+        drop(gateway);
+        if durable {
+            // A gateway started on the same store: its first scrape already has both.
+            let again = start_on(&store, &flags, &[]);
+            let first = Scrape::of(&again).await;
+            assert_eq!(first.series.get(hours), Some(&0.0), "{store}: exported from the start");
+            assert_eq!(first.series.get(beans), Some(&0.0), "{store}: exported from the start");
+        }
+    }
+}

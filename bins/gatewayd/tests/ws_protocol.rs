@@ -156,3 +156,38 @@ async fn upgrade_answers_carry_a_request_id_and_the_security_headers() {
     }
     assert_ne!(id(&switched), id(&refused));
 }
+
+/// A hostile page can make its visitors' browsers open sockets and send binary frames: however
+/// many, they never quarantine the address (contract 10), though each is still counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_frames_never_quarantine_the_address() {
+    let gateway = serve_in_process("memory", &["--open-enrollment", "true", "--quarantine-violations", "3"]).await;
+    for _ in 0..10 {
+        let mut socket = handshake(&gateway.api).await;
+        socket.write_all(&frame(0x82, b"\x00\x01", true)).await.unwrap();
+        assert_eq!(close_code(&mut socket).await, 1003);
+    }
+    let (status, body) = try_request(&gateway.api, "GET", "/v1/health", None, &[]).await.unwrap();
+    assert_eq!(status, 200, "ten binary frames over a threshold of three: {body}");
+    let switched = upgrade(&gateway.api, KEY).await.1;
+    assert!(switched.starts_with("HTTP/1.1 101"), "{switched}");
+}
+
+/// In production, an upgrade from a page of another origin is refused 403 with the contract's
+/// body before any frame; the configured origin, and a client without `Origin`, are switched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_from_another_origin_is_refused_before_any_frame() {
+    let gateway =
+        serve_in_process("memory", &["--open-enrollment", "true", "--cors-origin", "https://coop.example"]).await;
+    let (mut socket, head) = upgrade(&gateway.api, &format!("{KEY}Origin: https://evil.example\r\n")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut rest = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut rest)).await.unwrap().unwrap();
+    let body = String::from_utf8_lossy(&rest[..read]);
+    assert!(body.contains("\"code\":\"AUTHORIZATION_FAILED\""), "{body}");
+    assert!(body.contains("origin_not_allowed"), "{body}");
+    for origin in ["Origin: https://coop.example\r\n", ""] {
+        let head = upgrade(&gateway.api, &format!("{KEY}{origin}")).await.1;
+        assert!(head.starts_with("HTTP/1.1 101"), "{origin:?}: {head}");
+    }
+}

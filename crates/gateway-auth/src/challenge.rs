@@ -2,8 +2,10 @@
 //!
 //! [`ChallengeStore`] is a trait so that replicas can share challenges through Redis; the
 //! [`MemoryChallengeStore`] here serves a single gateway. Its memory is bounded twice: a cap on
-//! challenges per DID (the oldest is dropped) and a global cap (the oldest overall is dropped), so
-//! a flood of challenge requests can cost at most `max_total` entries. This module does not
+//! challenges per DID (a DID at its cap is refused a new challenge with 429 until one is used
+//! or expires, so nobody can push a member's pending challenge out by asking for more in its
+//! name) and a global cap (the oldest overall is dropped), so a flood of challenge requests can
+//! cost at most `max_total` entries. This module does not
 //! generate nonces or check signatures.
 
 use std::collections::{HashMap, VecDeque};
@@ -40,7 +42,9 @@ impl fmt::Debug for Challenge {
 /// Where outstanding challenges live.
 #[async_trait]
 pub trait ChallengeStore: Send + Sync + fmt::Debug {
-    /// Stores a newly issued challenge; `now_millis` lets the store drop expired ones.
+    /// Stores a newly issued challenge; `now_millis` lets the store drop expired ones. A DID
+    /// that already has the most outstanding challenges allowed is refused with
+    /// [`challenge_cap_reached`], and none of its challenges is dropped.
     async fn insert(&self, challenge: Challenge, now_millis: u64) -> Result<(), Error>;
 
     /// The unexpired outstanding challenges of `did`, oldest first, left in place: a verify
@@ -51,6 +55,20 @@ pub trait ChallengeStore: Send + Sync + fmt::Debug {
     /// atomic get-and-delete: of concurrent calls, at most one gets it). A challenge of another
     /// DID is neither returned nor removed.
     async fn take(&self, did: &str, id: &str, now_millis: u64) -> Result<Option<Challenge>, Error>;
+}
+
+/// The refusal of a new challenge to a DID with `cap` unexpired ones outstanding: 429 on the
+/// per-DID layer, retryable when its oldest expires, `retry_after_secs` from now.
+pub fn challenge_cap_reached(cap: usize, retry_after_secs: u64) -> Error {
+    Error::RateLimited {
+        message: format!(
+            "this DID already has {cap} outstanding login challenges: use one, or wait until the oldest expires"
+        ),
+        layer: gateway_core::RateLimitLayer::Did,
+        limit: cap as u64,
+        retry_after_secs: retry_after_secs.max(1),
+        count: None,
+    }
 }
 
 /// Bounds of the in-memory store.
@@ -142,12 +160,21 @@ impl Default for MemoryChallengeStore {
 impl ChallengeStore for MemoryChallengeStore {
     async fn insert(&self, challenge: Challenge, now_millis: u64) -> Result<(), Error> {
         let mut inner = self.inner.lock().expect("challenge store lock");
-        let ids = inner.by_did.entry(challenge.did.clone()).or_default();
-        ids.push(challenge.id.clone());
-        let evict = (ids.len() > self.limits.max_per_did).then(|| ids[0].clone());
-        if let Some(oldest) = evict {
-            inner.remove(&oldest);
+        inner.prune(now_millis, self.limits.max_total);
+        let live: Vec<u64> = inner
+            .by_did
+            .get(&challenge.did)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| inner.by_id.get(id))
+            .map(|c| c.expires_at_millis)
+            .filter(|&expires| expires > now_millis)
+            .collect();
+        if live.len() >= self.limits.max_per_did {
+            let oldest = live.iter().copied().min().unwrap_or(now_millis);
+            return Err(challenge_cap_reached(self.limits.max_per_did, (oldest - now_millis).div_ceil(1000)));
         }
+        inner.by_did.entry(challenge.did.clone()).or_default().push(challenge.id.clone());
         inner.order.push_back(challenge.id.clone());
         inner.by_id.insert(challenge.id.clone(), challenge);
         inner.prune(now_millis, self.limits.max_total);
@@ -218,11 +245,25 @@ mod tests {
     #[tokio::test]
     async fn memory_is_bounded_per_did_and_in_total() {
         let store = MemoryChallengeStore::new(ChallengeLimits { max_total: 10, max_per_did: 2 });
-        for i in 0..5 {
-            store.insert(challenge(&format!("a{i}"), "did:x:1", 1000), 0).await.unwrap();
+        store.insert(challenge("a0", "did:x:1", 1000), 0).await.unwrap();
+        store.insert(challenge("a1", "did:x:1", 1500), 0).await.unwrap();
+        // A third for the same DID is refused, and the pending ones stay usable: nobody can
+        // push a member's challenge out by asking for more in its name.
+        for i in 2..5 {
+            let refused = store.insert(challenge(&format!("a{i}"), "did:x:1", 1000), 200).await.unwrap_err();
+            match refused {
+                Error::RateLimited { layer, limit, retry_after_secs, .. } => {
+                    assert_eq!((layer, limit, retry_after_secs), (gateway_core::RateLimitLayer::Did, 2, 1));
+                }
+                other => panic!("expected 429, got {other:?}"),
+            }
         }
         assert_eq!(store.len(), 2);
-        assert_eq!(ids(store.outstanding("did:x:1", 0).await.unwrap()), vec!["a3", "a4"]);
+        assert_eq!(ids(store.outstanding("did:x:1", 0).await.unwrap()), vec!["a0", "a1"]);
+        // Once one is used, or has expired, the DID may have another.
+        assert!(store.take("did:x:1", "a0", 0).await.unwrap().is_some());
+        store.insert(challenge("a5", "did:x:1", 1000), 0).await.unwrap();
+        store.insert(challenge("a6", "did:x:1", 2000), 1000).await.expect("a5 expired at 1000");
         for i in 0..50 {
             store.insert(challenge(&format!("f{i}"), &format!("did:x:f{i}"), 1000), 0).await.unwrap();
         }
@@ -231,6 +272,7 @@ mod tests {
         for i in 0..100 {
             let id = format!("r{i}");
             store.insert(challenge(&id, "did:x:same", 1000), 0).await.unwrap();
+            assert!(store.take("did:x:same", &id, 0).await.unwrap().is_some());
         }
         assert!(store.inner.lock().unwrap().order.len() <= 20);
         assert!(store.outstanding("did:x:f0", 0).await.unwrap().is_empty());

@@ -23,6 +23,6 @@ mod cache;
 pub use authenticator::{Authenticator, IssuedChallenge, LoginError, LoginRequest, LoginResult};
 pub use challenge::{Challenge, ChallengeStore, MemoryChallengeStore};
 pub use error::AuthError;
-pub use nonce::{MemoryNonceStore, NonceStore};
+pub use nonce::{MAX_NONCES_PER_SIGNER, MemoryNonceStore, NonceStore, Remembered, SignedNonce};
 pub use policy::ScopePolicy;
 pub use token::{IssuedToken, TokenConfig, TokenService, VerifiedToken};

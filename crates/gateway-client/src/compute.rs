@@ -142,7 +142,8 @@ pub struct Completion {
     pub output: Value,
     /// Fuel spent (at most the limit).
     pub fuel_used: u64,
-    /// Hex Ed25519 over `bytes(task_hash) ‖ SHA-256(JCS(output))`.
+    /// Hex Ed25519 over [`crate::completion_message`] of this completion (it covers the
+    /// output, outcome, fuel used and error).
     pub signature: String,
     /// `success` (default), `failed` or `out_of_fuel`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,7 +189,8 @@ impl Client {
         self.call_json(Call::new(Method::POST, &["v1", "compute", "tasks", id, "complete"]).json(completion)?).await
     }
 
-    /// Signs `output` for the claimed `task` with the executor's `identity` and completes it.
+    /// Signs the result (output, fuel, outcome and error together) for the claimed `task` with
+    /// the executor's `identity` and completes it.
     pub async fn complete_task_signed(
         &self,
         task: &Task,
@@ -198,7 +200,7 @@ impl Client {
         outcome: Option<&str>,
         error: Option<&str>,
     ) -> Result<Task> {
-        let signature = identity.sign_completion(&task.task_hash, &output)?;
+        let signature = identity.sign_completion(&task.task_hash, &output, outcome, fuel_used, error)?;
         let completion = Completion {
             output,
             fuel_used,

@@ -109,10 +109,18 @@ impl Identity {
         Ok(hex::encode(self.sign(&bytes)))
     }
 
-    /// The executor's signature of a compute result: hex Ed25519 over
-    /// `bytes(task_hash) ‖ SHA-256(JCS(output))` (see `docs/COMPUTE.md`).
-    pub fn sign_completion(&self, task_hash: &str, output: &Value) -> Result<String> {
-        Ok(hex::encode(self.sign(&completion_message(task_hash, output)?)))
+    /// The executor's signature of a compute result: hex Ed25519 over [`completion_message`]
+    /// (`icn-compute-completion/v2`, see `docs/COMPUTE.md`), which covers the output, the
+    /// outcome (`None` is `success`), the fuel used and the error text.
+    pub fn sign_completion(
+        &self,
+        task_hash: &str,
+        output: &Value,
+        outcome: Option<&str>,
+        fuel_used: u64,
+        error: Option<&str>,
+    ) -> Result<String> {
+        Ok(hex::encode(self.sign(&completion_message(task_hash, output, outcome, fuel_used, error)?)))
     }
 
     /// The key file of this identity (holds the secret: write it readable by its owner only).
@@ -186,16 +194,34 @@ impl fmt::Debug for KeyFile {
     }
 }
 
-/// The 64 bytes an executor signs for a compute result: the 32 bytes of the hex `task_hash`,
-/// then the SHA-256 of the output's RFC 8785 (JCS) form.
-pub fn completion_message(task_hash: &str, output: &Value) -> Result<Vec<u8>> {
-    let mut message = hex::decode(task_hash)
-        .ok()
-        .filter(|bytes| bytes.len() == 32)
-        .ok_or_else(|| Error::Usage("task_hash must be 64 hex digits".into()))?;
+/// The message an executor signs for a compute result, `icn-compute-completion/v2`: six
+/// `\n`-terminated lines naming the version, then `task_hash=` (64 lowercase hex),
+/// `output=` (lowercase hex SHA-256 of the output's RFC 8785 JCS form), `outcome=`
+/// (`success`, `failed` or `out_of_fuel`; `None` is `success`), `fuel_used=` (decimal) and
+/// `error=` (`none`, or the lowercase hex SHA-256 of the error text). The gateway checks the
+/// same bytes (`docs/COMPUTE.md`, "Completion signature").
+pub fn completion_message(
+    task_hash: &str,
+    output: &Value,
+    outcome: Option<&str>,
+    fuel_used: u64,
+    error: Option<&str>,
+) -> Result<Vec<u8>> {
+    if task_hash.len() != 64 || hex::decode(task_hash).is_err() {
+        return Err(Error::Usage("task_hash must be 64 hex digits".into()));
+    }
+    let outcome = outcome.unwrap_or("success").to_ascii_lowercase();
+    if !matches!(outcome.as_str(), "success" | "failed" | "out_of_fuel") {
+        return Err(Error::Usage("outcome is success, failed or out_of_fuel".into()));
+    }
     let canonical = serde_jcs::to_vec(output).map_err(|e| Error::Usage(format!("output is not serialisable: {e}")))?;
-    message.extend_from_slice(&Sha256::digest(canonical));
-    Ok(message)
+    let output = hex::encode(Sha256::digest(canonical));
+    let error = error.map_or_else(|| "none".to_owned(), |e| hex::encode(Sha256::digest(e.as_bytes())));
+    let task_hash = task_hash.to_ascii_lowercase();
+    Ok(format!(
+        "icn-compute-completion/v2\ntask_hash={task_hash}\noutput={output}\noutcome={outcome}\nfuel_used={fuel_used}\nerror={error}\n"
+    )
+    .into_bytes())
 }
 
 #[cfg(test)]
@@ -229,21 +255,33 @@ mod tests {
     }
 
     #[test]
-    fn completion_message_is_hash_bytes_then_digest_of_canonical_output() {
+    fn completion_message_binds_output_outcome_fuel_and_error() {
         let task_hash = "ab".repeat(32);
+        let output_digest = hex::encode(Sha256::digest(br#"{"state":{"total":10},"value":10}"#));
         // Key order must not matter: JCS sorts keys.
-        let a = completion_message(&task_hash, &json!({"value": 10, "state": {"total": 10}})).unwrap();
-        let b = completion_message(&task_hash, &json!({"state": {"total": 10}, "value": 10})).unwrap();
+        let a = completion_message(&task_hash, &json!({"value": 10, "state": {"total": 10}}), None, 7, None).unwrap();
+        let b = completion_message(&task_hash, &json!({"state": {"total": 10}, "value": 10}), None, 7, None).unwrap();
         assert_eq!(a, b);
-        assert_eq!(&a[..32], &[0xab; 32]);
-        let expected: [u8; 32] = Sha256::digest(br#"{"state":{"total":10},"value":10}"#).into();
-        assert_eq!(&a[32..], &expected);
-        assert!(completion_message("abc", &json!(1)).is_err());
+        let expected = format!(
+            "icn-compute-completion/v2\ntask_hash={task_hash}\noutput={output_digest}\noutcome=success\nfuel_used=7\nerror=none\n"
+        );
+        assert_eq!(String::from_utf8(a.clone()).unwrap(), expected);
+        let output = json!({"value": 10, "state": {"total": 10}});
+        for other in [
+            completion_message(&task_hash, &output, Some("failed"), 7, None).unwrap(),
+            completion_message(&task_hash, &output, None, 8, None).unwrap(),
+            completion_message(&task_hash, &output, None, 7, Some("")).unwrap(),
+            completion_message(&task_hash, &json!({"value": 11}), None, 7, None).unwrap(),
+        ] {
+            assert_ne!(other, a);
+        }
+        assert!(completion_message("abc", &json!(1), None, 0, None).is_err());
+        assert!(completion_message(&task_hash, &json!(1), Some("timeout"), 0, None).is_err());
 
         let identity = Identity::from_seed([9; 32]);
-        let signature = hex::decode(identity.sign_completion(&task_hash, &json!({"value": 10})).unwrap()).unwrap();
-        let message = completion_message(&task_hash, &json!({"value": 10})).unwrap();
-        let signature = ed25519_dalek::Signature::from_slice(&signature).unwrap();
+        let signed = identity.sign_completion(&task_hash, &json!({"value": 10}), Some("failed"), 3, Some("e")).unwrap();
+        let message = completion_message(&task_hash, &json!({"value": 10}), Some("failed"), 3, Some("e")).unwrap();
+        let signature = ed25519_dalek::Signature::from_slice(&hex::decode(signed).unwrap()).unwrap();
         assert!(identity.signing_key().verifying_key().verify_strict(&message, &signature).is_ok());
     }
 

@@ -41,6 +41,7 @@ mod compute;
 mod coops;
 mod error;
 mod events;
+mod evidence;
 mod governance;
 mod identity;
 mod info;
@@ -58,6 +59,7 @@ pub use compute::{Completion, SubmittedTask, Task, TaskPage, TaskQuery, TaskResu
 pub use coops::{Coop, CoopPage, CoopSettings, CoopStats, Member, MemberPage, NewCoop, SettingsPatch};
 pub use error::{Error, Result, TrustShortfall};
 pub use events::{CoopEvent, StreamItem, SubscribeOptions, Subscription};
+pub use evidence::{EvidenceError, PaymentFields, VoteFields, verify_payment, verify_vote};
 pub use governance::{
     Delegation, Delegations, Domain, DomainPage, EffectiveVote, NewDelegation, NewDomain, NewProposal, Proposal,
     ProposalPage, ProposalQuery, Receipt, SigningKey, SigningKeys, TallyCounts, VoteChoice, VoteResult, Votes,

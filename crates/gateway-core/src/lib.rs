@@ -24,7 +24,7 @@ pub use coop::CoopId;
 pub use currency::Currency;
 pub use did::{Did, DidMethod, DidResolver, Ed25519PublicKey, KeyDidResolver};
 pub use error::{AuthorizationDetail, Error, ErrorCode, FieldErrors, RateLimitLayer};
-pub use evidence::RequestSignature;
+pub use evidence::{EvidenceWithoutBody, RequestSignature};
 pub use json_text::JsonText;
 pub use membership::{Membership, MembershipLookup, Role};
 pub use page::{PageInfo, PageRequest};

@@ -197,8 +197,10 @@ struct PaymentData<'a> {
     fee_amount: Option<Amount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     net_target_amount: Option<Amount>,
+    /// The evidence without its `body`: a signed batch's body would travel once per payment
+    /// (up to a mebibyte in each of a thousand frames); the history item serves it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    request_signature: Option<&'a gateway_core::RequestSignature>,
+    request_signature: Option<gateway_core::EvidenceWithoutBody<'a>>,
 }
 
 impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
@@ -218,7 +220,7 @@ impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
             gross_target_amount: leg.map(|l| l.gross_target_amount),
             fee_amount: leg.map(|l| l.fee_amount),
             net_target_amount: leg.map(|l| l.net_target_amount),
-            request_signature: t.request_signature.as_ref(),
+            request_signature: t.request_signature.as_ref().map(gateway_core::RequestSignature::without_body),
         }
     }
 }
@@ -455,6 +457,32 @@ mod tests {
         let largest = TransactionRecord { amount: Amount::parse_payment("999999999999.999999").unwrap(), ..payment() };
         let data = CoopEvent::PaymentCreated(&largest).data().unwrap();
         assert!(data.as_str().contains(r#""amount":999999999999.999999"#), "{data}");
+    }
+
+    /// A signed payment's event carries its evidence without the signed body (contract 11):
+    /// the history item serves the body, a frame never carries it.
+    #[test]
+    fn a_signed_payment_event_carries_its_evidence_without_the_body() {
+        let evidence = gateway_core::RequestSignature {
+            signature_input: "sig1=();created=1".into(),
+            signature: "sig1=:AAAA:".into(),
+            content_digest: Some("sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:".into()),
+            method: "POST".into(),
+            authority: "gateway.example".into(),
+            path: "/v1/ledger/c/payments/batch".into(),
+            query: None,
+            body: Some("eyJoZWxsbyI6ICJ3b3JsZCJ9".repeat(1000).into()),
+        };
+        let signed = TransactionRecord { request_signature: Some(evidence.clone()), ..payment() };
+        let data = value(CoopEvent::PaymentCreated(&signed));
+        assert_eq!(
+            data["request_signature"],
+            json!({"signature_input": "sig1=();created=1", "signature": "sig1=:AAAA:",
+                   "content_digest": "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
+                   "method": "POST", "authority": "gateway.example", "path": "/v1/ledger/c/payments/batch"})
+        );
+        let read: gateway_core::RequestSignature = serde_json::from_value(data["request_signature"].clone()).unwrap();
+        assert_eq!(read, gateway_core::RequestSignature { body: None, ..evidence });
     }
 
     #[test]

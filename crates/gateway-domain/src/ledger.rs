@@ -84,7 +84,9 @@ pub struct ConversionRequest {
     pub max_target_amount: Option<Amount>,
     /// Lower bound on the net target amount.
     pub min_target_amount: Option<Amount>,
-    /// A live quote whose rate and fee to use.
+    /// A live quote whose rate and fee to use. A quote is single-use and bound to the member
+    /// who asked for it and to its amount: another member's quote is 403 (`details.reason =
+    /// "quote_of_another_member"`), another amount 400 (field `amount`), a second use 409.
     pub quote_id: Option<String>,
     /// The request's signature, kept on the record as evidence (contract 11).
     pub request_signature: Option<gateway_core::RequestSignature>,
@@ -275,6 +277,12 @@ impl Ledger {
                         Err(err) => results.push(BatchItemResult { record: None, error: Some(err) }),
                     }
                 }
+                // A batch's answer names its payments; each keeps the signed body once in the
+                // store, and its history item serves it. Kept in the answer (and the stored
+                // answer of a key), the body would be there once per payment.
+                for evidence in results.iter_mut().filter_map(|r| r.record.as_mut()?.request_signature.as_mut()) {
+                    evidence.body = None;
+                }
                 let result = Ok(results);
                 if let Some(key) = &key {
                     remember(tx, key, &result, now).await?;
@@ -336,20 +344,23 @@ impl Ledger {
         self.reads.payments_since(since).await
     }
 
-    /// Quotes a conversion of `amount` at the coop's oracle rate and fee; valid 60 s.
+    /// Quotes a conversion of `amount` at the coop's oracle rate and fee for `requester`; valid
+    /// 60 s, once, by the requester, for that amount (see [`ConversionRequest::quote_id`]).
     pub async fn quote(
         &self,
         coop: &CoopId,
+        requester: &Did,
         amount: Amount,
         from: Currency,
         to: Currency,
     ) -> Result<QuoteRecord, Error> {
-        let (coop, now) = (coop.clone(), self.clock.now_unix_secs());
+        let (coop, now, requester) = (coop.clone(), self.clock.now_unix_secs(), requester.to_string());
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let record = require_coop(tx, &coop).await?;
                 let rate = effective_rate(tx, &coop, &from, &to).await?;
-                let quote = price(&coop, amount, from, to, rate, record.settings.conversion_fee_ppm, now)?;
+                let mut quote = price(&coop, amount, from, to, rate, record.settings.conversion_fee_ppm, now)?;
+                quote.requester = Some(requester);
                 tx.put_quote(&quote).await?;
                 Ok(quote)
             })
@@ -756,6 +767,7 @@ pub fn price(
         fee_amount: fee,
         net_target_amount: net,
         valid_until: now + QUOTE_VALIDITY_SECS,
+        requester: None,
     })
 }
 
@@ -773,11 +785,28 @@ async fn convert_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
     let live_quote = match &request.quote_id {
         Some(id) => {
             let quote = tx.quote(&coop.id, id).await?.ok_or_else(|| Error::not_found("quote", id.as_str()))?;
+            if quote.requester.as_deref() != Some(request.from.as_str()) {
+                return Err(Error::denied(
+                    "quote_of_another_member",
+                    "a quote can only be used by the member who asked for it",
+                ));
+            }
             if quote.valid_until < now {
                 return Err(Error::conflict(format!("quote '{id}' expired at {}", quote.valid_until)));
             }
             if quote.from_currency != request.from_currency || quote.to_currency != request.to_currency {
                 return Err(Error::bad_request_field("quote_id", "the quote is for another currency pair"));
+            }
+            if quote.amount != request.amount {
+                return Err(Error::bad_request_field(
+                    "amount",
+                    format!("the quote is for an amount of {}, not {}", quote.amount, request.amount),
+                ));
+            }
+            // Last of the checks, in the conversion's own transaction: a refusal after this
+            // point rolls the use back with everything else.
+            if !tx.use_quote(&coop.id, id, now).await? {
+                return Err(Error::conflict(format!("quote '{id}' was already used")));
             }
             Some(quote)
         }

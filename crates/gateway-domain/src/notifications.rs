@@ -20,6 +20,12 @@ use crate::ports::{
     NotificationFanout, NotificationReads, NotificationRecord, NotificationTx, Transactor, transaction,
 };
 
+/// How long a notification is kept once read: 30 days.
+pub const READ_RETENTION_SECS: u64 = 30 * 86_400;
+
+/// How long any notification is kept, read or not: 90 days.
+pub const RETENTION_SECS: u64 = 90 * 86_400;
+
 /// What a notification says.
 #[derive(Debug, Clone)]
 pub struct Note {
@@ -225,6 +231,19 @@ impl Notifications {
                 tx.expand_notification_fanouts().await?;
                 tx.mark_all_notifications_read(&recipient, &coop, now).await
             })
+        })
+        .await
+    }
+
+    /// Deletes notifications read more than [`READ_RETENTION_SECS`] ago and any created more
+    /// than [`RETENTION_SECS`] ago; returns how many went. The gateway calls this periodically,
+    /// so one member's notifications cannot grow without bound.
+    pub async fn prune_old(&self) -> Result<u64, Error> {
+        let now = self.clock.now_unix_secs();
+        let (read_before, created_before) =
+            (now.saturating_sub(READ_RETENTION_SECS), now.saturating_sub(RETENTION_SECS));
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move { tx.prune_notifications(read_before, created_before).await })
         })
         .await
     }

@@ -346,6 +346,9 @@ pub struct QuoteRecord {
     pub net_target_amount: Amount,
     /// Unix seconds.
     pub valid_until: u64,
+    /// The member who asked for the quote: only they may use it, once, for exactly `amount`.
+    /// `None` on a price computed for a conversion without a quote (never stored).
+    pub requester: Option<String>,
 }
 
 /// An exchange rate set by an oracle writer.
@@ -410,6 +413,10 @@ pub trait LedgerTx: Send {
     async fn put_quote(&mut self, quote: &QuoteRecord) -> Result<(), Error>;
     /// Reads a conversion quote of the coop.
     async fn quote(&mut self, coop: &CoopId, id: &str) -> Result<Option<QuoteRecord>, Error>;
+    /// Marks a quote of the coop used at `now`, unless it already was: `true` when this call
+    /// used it. A conditional write, so of concurrent uses exactly one gets `true` (quotes are
+    /// single-use).
+    async fn use_quote(&mut self, coop: &CoopId, id: &str, now: u64) -> Result<bool, Error>;
     /// Deletes the stored answers of keys created before `answers_before` and the quotes valid
     /// only until before `quotes_before` (Unix seconds); returns how many rows went.
     async fn prune_expired(&mut self, answers_before: u64, quotes_before: u64) -> Result<u64, Error>;
@@ -461,6 +468,9 @@ pub trait NotificationTx: Send {
     ) -> Result<Option<NotificationRecord>, Error>;
     /// Marks all of the recipient's unread notifications of `coop` read; returns how many.
     async fn mark_all_notifications_read(&mut self, recipient: &Did, coop: &CoopId, at: u64) -> Result<u64, Error>;
+    /// Deletes the notifications read before `read_before` and every one created before
+    /// `created_before` (Unix seconds); returns how many went.
+    async fn prune_notifications(&mut self, read_before: u64, created_before: u64) -> Result<u64, Error>;
 }
 
 /// Cooperative and member writes (and reads that must see the transaction).
@@ -624,7 +634,11 @@ pub trait GovTx: Send {
     async fn lock_proposal(&mut self, coop: &CoopId, id: &str) -> Result<Option<ProposalRecord>, Error>;
     /// Creates a proposal.
     async fn insert_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
-    /// Replaces a proposal's mutable fields (status, times, outcome, tally).
+    /// When each proposal `author` created in the coop at or after `since` (Unix seconds) was
+    /// created: the per-author creation bound's window.
+    async fn proposal_times_by_author(&mut self, coop: &CoopId, author: &Did, since: u64) -> Result<Vec<u64>, Error>;
+    /// Replaces a proposal's mutable fields (status, times, outcome, tally, effect, and the rule
+    /// that decided it).
     async fn update_proposal(&mut self, proposal: &ProposalRecord) -> Result<(), Error>;
     /// Sets a voter's vote, with the signature of the request that cast it (or none, which
     /// clears an earlier one's); returns whether it replaced an earlier vote.
@@ -893,7 +907,8 @@ pub trait LedgerReads: Send + Sync + fmt::Debug {
     async fn coop_balances(&self, coop: &CoopId, account: &str) -> Result<Option<CoopBalances>, Error>;
     /// A page of history, newest first, and the total count.
     async fn history(&self, query: &HistoryQuery) -> Result<(Vec<TransactionRecord>, u64), Error>;
-    /// Sum of all balances per (coop, currency), for the zero-sum gauge.
+    /// Sum of all balances per (coop, currency), for the zero-sum gauge: every currency an
+    /// account holds, and each coop's default currency (0 before any payment).
     async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error>;
     /// An exchange rate.
     async fn rate(&self, coop: &CoopId, from: &Currency, to: &Currency) -> Result<Option<RateRecord>, Error>;

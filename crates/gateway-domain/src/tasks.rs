@@ -3,9 +3,12 @@
 //!
 //! A task's `task_hash` is the SHA-256 of the RFC 8785 (JCS) form of
 //! `{"code", "code_type", "coop_id", "fuel_limit", "inputs", "priority", "submitter", "task_id"}`.
-//! An executor completes a task by signing, with the Ed25519 key of its DID, the 64 bytes
-//! `task_hash (32 bytes) ‖ SHA-256(JCS(output))`. Running code is the interpreter's business
-//! ([`crate::compute::ccl`]); this module only moves tasks through their states.
+//! An executor completes a task by signing, with the Ed25519 key of its DID, the versioned
+//! completion message [`completion_message`] (`icn-compute-completion/v2`), which binds the
+//! task hash, the output, the outcome, the fuel used and the error text, so none of them can be
+//! changed after signing. An executor never claims or completes a task it submitted itself.
+//! Running code is the interpreter's business ([`crate::compute::ccl`]); this module only moves
+//! tasks through their states.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,7 +60,7 @@ pub struct Completion {
     pub output: Value,
     /// Fuel spent, at most the limit.
     pub fuel_used: u64,
-    /// Hex Ed25519 signature over `task_hash ‖ SHA-256(JCS(output))`.
+    /// Hex Ed25519 signature over [`completion_message`] of this completion.
     pub signature: String,
     /// `success` (default), `failed` or `out_of_fuel`.
     pub outcome: Option<TaskOutcome>,
@@ -120,11 +123,48 @@ pub fn task_hash(task: &TaskRecord) -> Result<String, Error> {
     Ok(hex::encode(Sha256::digest(jcs(&canonical)?)))
 }
 
-/// The message an executor signs: `task_hash ‖ SHA-256(JCS(output))`.
-pub fn completion_message(task_hash: &str, output: &Value) -> Result<Vec<u8>, Error> {
-    let mut message = hex::decode(task_hash).map_err(|_| Error::Internal("stored task hash is not hex".into()))?;
-    message.extend_from_slice(&Sha256::digest(jcs(output)?));
-    Ok(message)
+/// The first line of the completion message: names the format, so a signature over one
+/// version can never verify as another.
+pub const COMPLETION_MESSAGE_V2: &str = "icn-compute-completion/v2";
+
+/// The message an executor signs (`docs/COMPUTE.md`, "Completion signature"): six lines, each
+/// ending in `\n`, every value of a fixed alphabet so that no field can spill into another:
+///
+/// ```text
+/// icn-compute-completion/v2
+/// task_hash=<64 lowercase hex>
+/// output=<lowercase hex SHA-256 of JCS(output)>
+/// outcome=<success|failed|out_of_fuel>
+/// fuel_used=<decimal, no leading zeros>
+/// error=<none, or lowercase hex SHA-256 of the error's UTF-8>
+/// ```
+///
+/// The contract's original message (`task_hash ‖ SHA-256(output)`, "v1") bound neither the
+/// outcome nor the fuel, so a result could be relabelled after signing; it is not accepted.
+pub fn completion_message(
+    task_hash: &str,
+    output: &Value,
+    outcome: TaskOutcome,
+    fuel_used: u64,
+    error: Option<&str>,
+) -> Result<Vec<u8>, Error> {
+    let error = error.map_or_else(|| "none".to_owned(), |e| hex::encode(Sha256::digest(e.as_bytes())));
+    let output = hex::encode(Sha256::digest(jcs(output)?));
+    let task_hash = task_hash.to_ascii_lowercase();
+    let outcome = outcome.as_str();
+    Ok(format!(
+        "{COMPLETION_MESSAGE_V2}\ntask_hash={task_hash}\noutput={output}\noutcome={outcome}\nfuel_used={fuel_used}\nerror={error}\n"
+    )
+    .into_bytes())
+}
+
+/// The message of a completion whose signature does not verify (what the metric counts).
+const INVALID_SIGNATURE: &str =
+    "the signature does not verify against the executor's key over this output, outcome, fuel_used and error";
+
+/// 403 for an executor that submitted the task itself: it would vouch for its own result.
+fn own_task() -> Error {
+    Error::denied("own_task", "an executor may not claim or complete a task it submitted itself")
 }
 
 /// The task, or `NOT_FOUND`, holding its row until the transaction ends: every change of a
@@ -292,6 +332,9 @@ impl Compute {
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut task = lock_task(tx, &coop, &id).await?;
+                if task.submitter.as_str() == executor {
+                    return Err(own_task());
+                }
                 if task.status != TaskStatus::Pending {
                     return Err(Error::conflict(format!("task '{id}' is {}, not pending", task.status)));
                 }
@@ -327,9 +370,12 @@ impl Compute {
             .ok_or_else(|| Error::bad_request_field("signature", "signature must be 128 hex characters"))?;
         let key = KeyDidResolver.resolve(executor)?;
         let (coop, executor, id, now) = (coop.clone(), executor.clone(), id.to_owned(), self.clock.now_unix_secs());
-        transaction(self.transactor.as_ref(), move |tx| {
+        let completed = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 let mut task = lock_task(tx, &coop, &id).await?;
+                if task.submitter == executor {
+                    return Err(own_task());
+                }
                 if task.executor.as_deref().is_some_and(|holder| holder != executor.as_str()) {
                     return Err(Error::denied(
                         "not_the_executor",
@@ -342,16 +388,18 @@ impl Compute {
                 if completion.fuel_used > task.fuel_limit {
                     return Err(Error::bad_request_field("fuel_used", "fuel_used exceeds the task's fuel_limit"));
                 }
-                let message = completion_message(&task.task_hash, &completion.output)?;
+                let message = completion_message(
+                    &task.task_hash,
+                    &completion.output,
+                    outcome,
+                    completion.fuel_used,
+                    completion.error.as_deref(),
+                )?;
                 let valid = VerifyingKey::from_bytes(&key.0)
                     .map(|k| k.verify_strict(&message, &Signature::from_bytes(&signature)).is_ok())
                     .unwrap_or(false);
                 if !valid {
-                    metrics::counter!("icn_compute_signatures_invalid_total").increment(1);
-                    return Err(Error::bad_request_field(
-                        "signature",
-                        "the signature does not verify against the executor's key",
-                    ));
+                    return Err(Error::bad_request_field("signature", INVALID_SIGNATURE));
                 }
                 let result = TaskResult {
                     outcome,
@@ -363,7 +411,15 @@ impl Compute {
                 Ok(task)
             })
         })
-        .await
+        .await;
+        // Counted here, once per refused request, in the caller's thread: the transaction may run
+        // on the store's writer and be retried.
+        if let Err(Error::BadRequest { message, .. }) = &completed
+            && message == INVALID_SIGNATURE
+        {
+            metrics::counter!("icn_compute_signatures_invalid_total").increment(1);
+        }
+        completed
     }
 
     /// Handles claims past their deadline: back to pending once, then timed out. Returns how

@@ -241,6 +241,7 @@ fn app() -> &'static App {
                 membership_ttl: std::time::Duration::from_secs(3600),
                 receipt_keys: Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([7; 32])),
                 cluster: None,
+                nonces: None,
             };
             let state = gateway_http::state::assemble(store, options).await.expect("the state");
             let admin = Did::parse("did:key:z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX").expect("a DID");

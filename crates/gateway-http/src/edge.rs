@@ -10,7 +10,8 @@
 //!
 //! Labels stay bounded: the route is the matched template (`/v1/ledger/{coop}/balance/{did}`),
 //! never the raw path, the method is one of the standard ones or `other`, the status a number.
-//! This module makes no decision about a request beyond the quarantine.
+//! This module makes no decision about a request beyond the quarantine and the origin of a
+//! WebSocket upgrade.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -432,6 +433,11 @@ where
         } else if seen.method == Method::OPTIONS {
             // Every OPTIONS request is a preflight: no route answers OPTIONS.
             Some(cors.preflight())
+        } else if is_websocket_upgrade(&request) && cors.refuses_origin(request.headers()) {
+            // Browsers do not preflight a WebSocket upgrade, and the socket is not bound by the
+            // same-origin policy: a page elsewhere could open one with its visitor's cookies
+            // or token. Refused before the route, so before any frame (contract 10).
+            Some(origin_refused())
         } else {
             declared_oversize(&request)
         };
@@ -533,16 +539,10 @@ fn recorded(shared: &Shared, seen: &Seen, status: u16, extensions: &axum::http::
     let route = route.as_ref().map_or(UNMATCHED, Route::as_str);
     let elapsed = started.elapsed();
     state.http_metrics.record(method, route, status, elapsed);
-    if !exempt
-        && let Some(violation) = extensions.get::<Violation>()
-        && let Some(quarantine) = state.misbehavior.record(*client, *violation)
-    {
-        tracing::warn!(
-            %client,
-            violation = violation.as_str(),
-            quarantine_secs = quarantine.as_secs(),
-            "client quarantined after repeated protocol violations"
-        );
+    // Counted against the client (a trusted proxy never is); only the kinds that need a crafted
+    // credential count toward a quarantine, which the tracker logs itself.
+    if !exempt && let Some(violation) = extensions.get::<Violation>() {
+        state.misbehavior.record(*client, *violation);
     }
     let id = request_id.to_str().unwrap_or("-");
     if let Some(InternalCause(cause)) = extensions.get::<InternalCause>() {
@@ -597,6 +597,26 @@ fn has_body(request: &Request) -> bool {
     let headers = request.headers();
     headers.contains_key(header::TRANSFER_ENCODING)
         || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
+}
+
+/// Whether `request` asks for a WebSocket: an HTTP/1.1 `Upgrade` naming `websocket` (in any
+/// case, among other protocols), or an HTTP/2 extended `CONNECT` (RFC 8441).
+fn is_websocket_upgrade(request: &Request) -> bool {
+    request.method() == Method::CONNECT
+        || request
+            .headers()
+            .get_all(header::UPGRADE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|protocol| protocol.trim().eq_ignore_ascii_case("websocket"))
+}
+
+/// 403 `AUTHORIZATION_FAILED` with `details.reason = "origin_not_allowed"`: a WebSocket upgrade
+/// from a page of an origin the cross-origin policy does not allow.
+fn origin_refused() -> Response {
+    ApiError::from(Error::denied("origin_not_allowed", "WebSocket connections from this origin are not allowed"))
+        .into_response()
 }
 
 /// 403 `AUTHORIZATION_FAILED` with `details.reason = "quarantined"` and `Retry-After`.

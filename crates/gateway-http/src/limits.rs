@@ -161,20 +161,32 @@ impl RateLimits {
             + self.shared.as_ref().map_or(0, SharedLimits::evict_idle)
     }
 
-    /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
-    /// `X-Forwarded-For` address that is not itself a trusted proxy.
+    /// The client's address (contract 10): the peer, unless the peer is a trusted proxy; then
+    /// `X-Forwarded-For` is walked from the right (its last field line first), and the client
+    /// is the first entry that is not itself a trusted proxy. Entries are `ip`, `ip:port`,
+    /// `[v6]:port`, `[v6]` or a bare IPv6 address ([`forwarded_entry`]). An entry that cannot be
+    /// parsed ends the walk, and the request is keyed by the nearest trusted proxy's address:
+    /// the entries to its left are whatever the client wrote, and believing any of them would
+    /// let a client choose the address it is limited and quarantined by. When every entry is a
+    /// trusted proxy, the farthest of them is the client. IPv4-mapped IPv6 addresses are read
+    /// as the IPv4 address they map.
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let peer = peer.to_canonical();
         if !self.is_trusted(peer) {
             return peer;
         }
-        let forwarded = headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|part| part.trim().parse::<IpAddr>().ok())
-            .collect::<Vec<_>>();
-        forwarded.into_iter().rev().find(|ip| !self.is_trusted(*ip)).unwrap_or(peer)
+        let mut nearest_proxy = peer;
+        for line in headers.get_all("x-forwarded-for").iter().rev() {
+            let Ok(line) = line.to_str() else { return nearest_proxy };
+            for entry in line.rsplit(',') {
+                let Some(ip) = forwarded_entry(entry) else { return nearest_proxy };
+                if !self.is_trusted(ip) {
+                    return ip;
+                }
+                nearest_proxy = ip;
+            }
+        }
+        nearest_proxy
     }
 
     /// Whether `ip` is one of the configured trusted proxies.
@@ -355,6 +367,22 @@ pub async fn public_read_layer(State(limits): State<Arc<RateLimits>>, request: R
     limit_by_address(&limits, AddressBucket::PublicRead, request, next).await
 }
 
+/// One `X-Forwarded-For` entry's address: `ip`, `ip:port` (IPv4), `[v6]:port`, `[v6]` or a
+/// bare IPv6 address, surrounded by optional whitespace; `None` for anything else (a name,
+/// `unknown`, an empty entry, a port out of range), which ends the walk in
+/// [`RateLimits::client_ip`]. IPv4-mapped IPv6 addresses become the IPv4 address.
+pub fn forwarded_entry(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    let ip = if let Ok(ip) = entry.parse::<IpAddr>() {
+        ip
+    } else if let Ok(addr) = entry.parse::<SocketAddr>() {
+        addr.ip()
+    } else {
+        entry.strip_prefix('[')?.strip_suffix(']')?.parse::<std::net::Ipv6Addr>().ok()?.into()
+    };
+    Some(ip.to_canonical())
+}
+
 /// The client's address as the gateway sees it: the peer, or what a trusted proxy forwarded.
 pub fn request_client_ip(limits: &RateLimits, request: &Request) -> IpAddr {
     let peer = request
@@ -396,6 +424,91 @@ mod tests {
         )
     }
 
+    /// The client seen by a gateway behind 10.0.0.0/8, from the peer 10.0.0.1, for these
+    /// `X-Forwarded-For` field lines.
+    fn client_behind_proxies(lines: &[&str]) -> String {
+        let mut headers = HeaderMap::new();
+        for line in lines {
+            headers.append("x-forwarded-for", HeaderValue::from_str(line).unwrap());
+        }
+        limits(&["10.0.0.0/8"]).client_ip("10.0.0.1".parse().unwrap(), &headers).to_string()
+    }
+
+    #[test]
+    fn every_entry_shape_is_read() {
+        for (entry, ip) in [
+            ("203.0.113.9", "203.0.113.9"),
+            (" 203.0.113.9 ", "203.0.113.9"),
+            ("203.0.113.9:5555", "203.0.113.9"),
+            ("[2001:db8::7]:443", "2001:db8::7"),
+            ("[2001:db8::7]", "2001:db8::7"),
+            ("2001:db8::7", "2001:db8::7"),
+            ("::ffff:203.0.113.9", "203.0.113.9"),
+            ("[::ffff:203.0.113.9]:80", "203.0.113.9"),
+        ] {
+            assert_eq!(forwarded_entry(entry).map(|ip| ip.to_string()).as_deref(), Some(ip), "{entry:?}");
+            assert_eq!(client_behind_proxies(&[entry]), ip, "{entry:?}");
+        }
+        for junk in [
+            "",
+            " ",
+            "garbage",
+            "unknown",
+            "_hidden",
+            "203.0.113.9:",
+            "203.0.113.9:99999",
+            "203.0.113.9:port",
+            "[203.0.113.9]:80",
+            "[2001:db8::7",
+            "2001:db8::7]:443",
+            "[2001:db8::7]:",
+            "203.0.113.9 203.0.113.10",
+            "fe80::1%eth0",
+        ] {
+            assert_eq!(forwarded_entry(junk), None, "{junk:?}");
+        }
+    }
+
+    /// The entries to the left of the proxies' own are the client's to write: none of them may
+    /// decide the address a request is keyed by.
+    #[test]
+    fn a_client_cannot_choose_its_own_address() {
+        for (lines, client) in [
+            // The old walk skipped what it could not parse, so a proxy appending a port let
+            // the client's own entry through.
+            (&["6.6.6.6, 203.0.113.9:5555"][..], "203.0.113.9"),
+            (&["6.6.6.6, [2001:db8::7]:443"], "2001:db8::7"),
+            (&["6.6.6.6, 203.0.113.9, 10.0.0.2"], "203.0.113.9"),
+            (&["6.6.6.6, 203.0.113.9:1, 10.0.0.2:5555"], "203.0.113.9"),
+            // An entry that cannot be parsed ends the walk at the nearest trusted proxy.
+            (&["1.2.3.4, garbage"], "10.0.0.1"),
+            (&["evil, 10.0.0.2:5555"], "10.0.0.2"),
+            (&["1.2.3.4, evil, 10.0.0.2"], "10.0.0.2"),
+            (&["1.2.3.4, , 10.0.0.2"], "10.0.0.2"),
+            (&["1.2.3.4,"], "10.0.0.1"),
+            (&["1.2.3.4, 10.0.0.3, unknown, 10.0.0.2"], "10.0.0.2"),
+            (&["1.2.3.4, 203.0.113.9:99999"], "10.0.0.1"),
+            (&["1.2.3.4, [10.0.0.2]:80"], "10.0.0.1"),
+            (&[""], "10.0.0.1"),
+            // Every entry a proxy: the farthest one.
+            (&["10.0.0.3, 10.0.0.2"], "10.0.0.3"),
+            (&["::ffff:10.0.0.3, 10.0.0.2"], "10.0.0.3"),
+            // Several field lines are one list, the last line rightmost.
+            (&["6.6.6.6", "203.0.113.9:1"], "203.0.113.9"),
+            (&["203.0.113.9", "garbage"], "10.0.0.1"),
+            (&["6.6.6.6", "evil, 10.0.0.2"], "10.0.0.2"),
+            (&["6.6.6.6, 203.0.113.9", "10.0.0.2"], "203.0.113.9"),
+        ] {
+            assert_eq!(client_behind_proxies(lines), client, "{lines:?}");
+        }
+        // Bytes that are not text end the walk too.
+        let mut headers = HeaderMap::new();
+        headers.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        headers.append("x-forwarded-for", HeaderValue::from_bytes(b"\xff1.2.3.4").unwrap());
+        let peer: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(limits(&["10.0.0.0/8"]).client_ip(peer, &headers), peer);
+    }
+
     #[test]
     fn forwarded_for_is_believed_only_from_trusted_proxies() {
         let mut headers = HeaderMap::new();
@@ -404,6 +517,10 @@ mod tests {
         assert_eq!(limits(&[]).client_ip(peer, &headers), peer);
         assert_eq!(limits(&["10.0.0.0/8"]).client_ip(peer, &headers), "203.0.113.9".parse::<IpAddr>().unwrap());
         assert_eq!(limits(&["10.0.0.1"]).client_ip(peer, &headers), "10.0.0.7".parse::<IpAddr>().unwrap());
+        let mapped_peer: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(limits(&["10.0.0.0/8"]).client_ip(mapped_peer, &headers), "203.0.113.9".parse::<IpAddr>().unwrap());
+        let stranger: IpAddr = "198.51.100.1".parse().unwrap();
+        assert_eq!(limits(&["10.0.0.0/8"]).client_ip(stranger, &headers), stranger, "no proxy: the header is noise");
         assert!(parse_proxy("nope").is_err());
     }
 }

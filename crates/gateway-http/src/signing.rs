@@ -5,8 +5,10 @@
 //!
 //! The profile itself (signature base, Structured Fields, Ed25519, `Content-Digest`) is
 //! `gateway-httpsig`'s; this module reads the request, remembers nonces through the nonce
-//! store (in memory, or Redis in a cluster) and answers refusals. Public routes carry no token,
-//! so no signer to compare `keyid` with: there a signature is ignored.
+//! store (in memory, in Redis, or in the shared PostgreSQL database) and answers refusals: a
+//! replay, a signature older than the store's memory (401), a signer holding too many
+//! unexpired nonces (429). Public routes carry no token, so no signer to compare `keyid` with:
+//! there a signature is ignored.
 
 use std::convert::Infallible;
 
@@ -15,6 +17,7 @@ use axum::extract::{FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, Method, header};
 use axum::response::{IntoResponse, Response};
+use gateway_auth::nonce::{Remembered, SignedNonce};
 use gateway_core::{Error, RequestSignature};
 use gateway_httpsig::{Failure, Limits, Message};
 
@@ -86,14 +89,10 @@ pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Resul
         return Ok(request);
     }
     if !signed {
-        let required = match &caller.coop_id {
-            Some(coop) => match state.coops.get(coop).await {
-                Ok(record) => record.settings.require_signed_requests,
-                // An unknown coop: the handler answers 404 (or creates it).
-                Err(Error::NotFound { .. }) => false,
-                Err(err) => return Err(ApiError::from(err).into_response()),
-            },
-            None => false,
+        let network_wide = is_network_wide(&request);
+        let required = match signatures_required(state, caller, network_wide).await {
+            Ok(required) => required,
+            Err(err) => return Err(ApiError::from(err).into_response()),
         };
         return if required { Err(refuse(Failure::SignatureRequired)) } else { Ok(request) };
     }
@@ -108,6 +107,47 @@ pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Resul
     let verified = verify(state, &parts, &body, caller).await?;
     parts.extensions.insert(Evidence(verified));
     Ok(Request::from_parts(parts, Body::from(body)))
+}
+
+/// The operations whose effect is not confined to the token's coop: the trust graph is one for
+/// the whole network, so an edge set with one coop's token counts in every coop.
+const NETWORK_WIDE: &[(Method, &str)] =
+    &[(Method::POST, "/trust/edge"), (Method::POST, "/v1/trust/edges"), (Method::DELETE, "/v1/trust/edges/{did}")];
+
+/// Whether this unsigned critical request must be refused: its token's coop requires signed
+/// requests, or, for a network-wide operation, any coop the caller belongs to does (so a member
+/// of a coop that requires them cannot make the change unsigned with another coop's token).
+async fn signatures_required(state: &AppState, caller: &Caller, network_wide: bool) -> Result<bool, Error> {
+    if let Some(coop) = &caller.coop_id {
+        match state.coops.get(coop).await {
+            Ok(record) if record.settings.require_signed_requests => return Ok(true),
+            Ok(_) => {}
+            // An unknown coop: the handler answers 404 (or creates it).
+            Err(Error::NotFound { .. }) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    if !network_wide {
+        return Ok(false);
+    }
+    let mut page = gateway_core::PageRequest { limit: 100, offset: 0 };
+    loop {
+        let (coops, total) = state.coops.list_for(&caller.did, page).await?;
+        if coops.iter().any(|coop| coop.settings.require_signed_requests) {
+            return Ok(true);
+        }
+        page.offset += coops.len() as u64;
+        if coops.is_empty() || page.offset >= total {
+            return Ok(false);
+        }
+    }
+}
+
+fn is_network_wide(request: &Request) -> bool {
+    request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|route| NETWORK_WIDE.iter().any(|(m, r)| m == request.method() && *r == route.as_str()))
 }
 
 /// Whether [`check`] has anything to do for this request: it carries a signature, or it is a
@@ -150,11 +190,36 @@ async fn verify(state: &AppState, parts: &Parts, body: &[u8], caller: &Caller) -
     let verified =
         gateway_httpsig::verify(&message, body, &input, &signature, &caller.did, now_millis / 1000, Limits::default())
             .map_err(refuse)?;
-    match state.nonces.remember(verified.keyid.as_str(), &verified.nonce, verified.expires * 1000, now_millis).await {
-        Ok(true) => Ok(verified.evidence),
-        Ok(false) => Err(refuse(Failure::NonceReplayed)),
+    let nonce = SignedNonce {
+        signer: verified.keyid.as_str(),
+        nonce: &verified.nonce,
+        created_secs: verified.created,
+        expires_secs: verified.expires,
+    };
+    match state.nonces.remember(nonce, now_millis).await {
+        Ok(Remembered::Accepted) => Ok(verified.evidence),
+        Ok(Remembered::Replayed) => Err(refuse(Failure::NonceReplayed)),
+        Ok(Remembered::Predates { .. }) => Err(refuse(Failure::PredatesNonceMemory)),
+        Ok(Remembered::SignerFull { limit, retry_after_secs }) => Err(signer_full(limit, retry_after_secs)),
         Err(err) => Err(ApiError::from(err).into_response()),
     }
+}
+
+/// 429 `RATE_LIMIT_EXCEEDED` (layer `did`, with `Retry-After`) for a signer that holds as many
+/// unexpired nonces as it may: the gateway would have to remember one more for it, and it does
+/// not forget one to make room.
+fn signer_full(limit: usize, retry_after_secs: u64) -> Response {
+    metrics::counter!(gateway_limits::RATE_LIMIT_EXCEEDED_TOTAL, "layer" => "did").increment(1);
+    ApiError::from(Error::RateLimited {
+        message: format!(
+            "too many signed requests still valid: a signer may have at most {limit} unexpired signature nonces at once; retry in {retry_after_secs} s, or sign with a shorter lifetime"
+        ),
+        layer: gateway_core::RateLimitLayer::Did,
+        limit: limit as u64,
+        retry_after_secs,
+        count: None,
+    })
+    .into_response()
 }
 
 /// Every value of a header field, joined with `, ` as one field value.

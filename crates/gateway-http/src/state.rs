@@ -26,7 +26,7 @@ pub enum CorsMode {
     /// Any origin, method and header (local development).
     Development,
     /// Only the configured origin (none: no cross-origin access), methods GET, POST, PUT,
-    /// DELETE, headers Authorization and Content-Type, max age 3600 s.
+    /// DELETE, the API's request headers (`cors::ALLOW_HEADERS`), max age 3600 s.
     Production {
         /// The one allowed origin.
         origin: Option<HeaderValue>,
@@ -126,7 +126,7 @@ pub struct Services {
     pub compute: gateway_domain::tasks::Compute,
     /// The rate-limiting layers.
     pub limits: Arc<RateLimits>,
-    /// Request-signature nonces seen (in memory, or shared through Redis).
+    /// Request-signature nonces seen (in memory, or shared through Redis or the database).
     pub nonces: Arc<dyn gateway_auth::NonceStore>,
     /// Protocol violations per client address, and the quarantined ones.
     pub misbehavior: Arc<gateway_limits::Misbehavior<Arc<dyn gateway_limits::Clock>>>,
@@ -179,6 +179,10 @@ pub struct AssembleOptions {
     pub receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
     /// What replicas share when several serve one network; `None` keeps it all in this process.
     pub cluster: Option<Cluster>,
+    /// Where request-signature nonces are remembered when every replica must see them (Redis,
+    /// or without Redis the shared PostgreSQL database); `None` keeps them in this process's
+    /// memory, which begins at assembly: signatures created before it are refused.
+    pub nonces: Option<Arc<dyn gateway_auth::NonceStore>>,
 }
 
 /// The state several replicas share (contract 10 "Cluster"): in practice Redis.
@@ -188,8 +192,6 @@ pub struct Cluster {
     pub limits: Arc<dyn gateway_limits::SharedBackend>,
     /// Where login challenges live, so any replica verifies any challenge, once.
     pub challenges: Arc<dyn gateway_auth::ChallengeStore>,
-    /// Where request-signature nonces are remembered.
-    pub nonces: Arc<dyn gateway_auth::NonceStore>,
     /// What payments do while the shared limits cannot be reached.
     pub velocity_fallback: crate::limits::VelocityFallback,
 }
@@ -199,7 +201,6 @@ impl fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("limits", &self.limits)
             .field("challenges", &self.challenges)
-            .field("nonces", &self.nonces)
             .field("velocity_fallback", &self.velocity_fallback)
             .finish()
     }
@@ -259,9 +260,18 @@ pub async fn assemble<S: GatewayStore>(
         Some(cluster) => cluster.challenges.clone(),
         None => Arc::new(gateway_auth::challenge::MemoryChallengeStore::default()),
     };
-    let nonces: Arc<dyn gateway_auth::NonceStore> = match &options.cluster {
-        Some(cluster) => cluster.nonces.clone(),
-        None => Arc::new(gateway_auth::MemoryNonceStore::default()),
+    let nonces: Arc<dyn gateway_auth::NonceStore> = match options.nonces.clone() {
+        Some(shared) => shared,
+        None => {
+            // The memory begins at the next whole second (`created` is in whole seconds), and
+            // this gateway serves from then on, so a token it issues is never older than its
+            // nonce memory: only signatures made with an earlier process's token can predate it.
+            let now_millis = clock.now_unix_millis();
+            let memory = gateway_auth::MemoryNonceStore::starting_at(now_millis);
+            let wait = (memory.epoch_secs() * 1000).saturating_sub(now_millis);
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            Arc::new(memory)
+        }
     };
     let auth = Authenticator::new(
         resolver.clone(),

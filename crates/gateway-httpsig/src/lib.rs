@@ -17,7 +17,10 @@ mod profile;
 
 pub use base::{Message, signature_base};
 pub use digest::{check_content_digest, content_digest};
-pub use profile::{ACCEPT_SIGNATURE, Failure, Limits, SignOptions, Signed, Verified, sign, verify, verify_evidence};
+pub use profile::{
+    ACCEPT_SIGNATURE, Failure, Limits, SignOptions, Signed, Verified, evidence_body, is_nonce_char, sign, verify,
+    verify_evidence,
+};
 
 /// The tag of this profile's signatures: exactly one signature with it is read.
 pub const TAG: &str = "icn-gateway";

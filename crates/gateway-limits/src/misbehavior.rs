@@ -1,10 +1,18 @@
 //! Misbehaviour tracking and the automatic quarantine of client addresses.
 //!
-//! A client that keeps breaking the protocol (bad login signatures, forged tokens, replayed
-//! challenges, WebSocket protocol violations, oversized bodies) is not just unlucky: an address
-//! with `threshold` violations within `window` is quarantined for `quarantine` (contract 10: 50
-//! within 5 minutes, 15 minutes). Each violation counts in `icn_misbehavior_violations_total`
-//! by type, each quarantine in `icn_misbehavior_auto_bans_total`.
+//! A client that keeps presenting crafted credentials (bad login signatures, forged tokens,
+//! replayed challenges) is not just unlucky: an address with `threshold` such violations within
+//! `window` is quarantined for `quarantine` (contract 10: 50 within 5 minutes, 15 minutes).
+//! Every violation counts in `icn_misbehavior_violations_total` by type, each quarantine in
+//! `icn_misbehavior_auto_bans_total` and is logged once, at warn, here (so whichever transport
+//! reported the violation, the quarantine is logged the same way); the addresses quarantined now
+//! are the gauge `icn_misbehavior_quarantined_peers` ([`Misbehavior::export_quarantined_now`]).
+//!
+//! Only violations that need a crafted credential count toward a quarantine
+//! ([`Violation::counts_toward_quarantine`]). A hostile web page can make its visitors' browsers
+//! send binary WebSocket frames or oversized cross-site POSTs, so those (`ws_protocol`,
+//! `oversized_body`) are counted in the metric only: were they to count, any page could have a
+//! whole office's NAT address quarantined.
 //!
 //! Addresses are keyed like the IP limiter's (IPv6 by its /64), and the table is bounded like
 //! the limiters': an address that does not fit is simply not tracked. This module decides
@@ -67,6 +75,15 @@ impl Violation {
         Violation::OversizedBody,
         Violation::BadRequestSignature,
     ];
+
+    /// Whether this kind counts toward a quarantine: only those that need a crafted credential
+    /// (`bad_signature`, `forged_token`, `replayed_challenge`, contract 10). What a hostile page
+    /// can make a visitor's browser send (a binary WebSocket frame, an oversized body) must not
+    /// get the visitor's address quarantined; nor does a bad request signature, which the
+    /// contract does not list among the counting kinds.
+    pub const fn counts_toward_quarantine(self) -> bool {
+        matches!(self, Violation::BadSignature | Violation::ForgedToken | Violation::ReplayedChallenge)
+    }
 
     /// The metric label (`violation_type`).
     pub const fn as_str(self) -> &'static str {
@@ -147,10 +164,15 @@ impl<C: Clock> Misbehavior<C> {
         (until > now).then(|| Duration::from_nanos(until - now))
     }
 
-    /// Counts one violation by `ip`; returns the quarantine's length when this violation
-    /// started one.
+    /// Counts one violation by `ip` in the metric and, when its kind counts toward a
+    /// quarantine, against the address; returns the quarantine's length when this violation
+    /// started one. A quarantine begun here is logged (once, at warn) and counted here, and the
+    /// gauge of quarantined addresses updated.
     pub fn record(&self, ip: IpAddr, violation: Violation) -> Option<Duration> {
         metrics::counter!(VIOLATIONS_TOTAL, "violation_type" => violation.as_str()).increment(1);
+        if !violation.counts_toward_quarantine() {
+            return None;
+        }
         let now = now_nanos(&self.clock);
         let window = to_nanos(self.policy.window);
         let threshold = self.policy.threshold.get() as usize;
@@ -181,6 +203,13 @@ impl<C: Clock> Misbehavior<C> {
             .unwrap_or(false);
         if banned {
             metrics::counter!(AUTO_BANS_TOTAL).increment(1);
+            self.export_quarantined_now();
+            tracing::warn!(
+                client = %ip,
+                violation = violation.as_str(),
+                quarantine_secs = self.policy.quarantine.as_secs(),
+                "client quarantined after repeated protocol violations"
+            );
             Some(self.policy.quarantine)
         } else {
             None
@@ -191,6 +220,15 @@ impl<C: Clock> Misbehavior<C> {
     pub fn quarantined_now(&self) -> usize {
         let now = now_nanos(&self.clock);
         self.table.count(|record| record.until > now)
+    }
+
+    /// Sets the gauge `icn_misbehavior_quarantined_peers` to [`Misbehavior::quarantined_now`]
+    /// and returns it. Called when a quarantine begins and by the binary before each scrape
+    /// (and on a timer), so the gauge goes down as quarantines expire.
+    pub fn export_quarantined_now(&self) -> usize {
+        let count = self.quarantined_now();
+        metrics::gauge!(QUARANTINED_PEERS).set(count as f64);
+        count
     }
 
     /// Drops addresses with nothing left to remember; returns how many went.
@@ -248,7 +286,7 @@ mod tests {
         let (clock, tracker) = tracker(50);
         let addr = ip("203.0.113.10");
         for _ in 0..500 {
-            assert_eq!(tracker.record(addr, Violation::OversizedBody), None);
+            assert_eq!(tracker.record(addr, Violation::BadSignature), None);
             clock.advance(Duration::from_secs(7)); // 49 within any 300 s at most
         }
         assert_eq!(tracker.quarantined_for(addr), None);
@@ -268,8 +306,42 @@ mod tests {
     #[test]
     fn idle_addresses_are_forgotten() {
         let (clock, tracker) = tracker(3);
-        tracker.record(ip("198.51.100.1"), Violation::WsProtocol);
+        tracker.record(ip("198.51.100.1"), Violation::ForgedToken);
         clock.advance(Duration::from_secs(301));
         assert_eq!(tracker.evict_idle(), 1);
+    }
+
+    /// A hostile page can make a visitor's browser send binary frames and oversized bodies as
+    /// fast as it likes: none of it may quarantine the visitor's address (a whole office NAT).
+    #[test]
+    fn what_a_browser_can_be_made_to_send_never_quarantines() {
+        let (clock, tracker) = tracker(50);
+        let office = ip("198.51.100.77");
+        for _ in 0..10_000 {
+            for violation in [Violation::WsProtocol, Violation::OversizedBody, Violation::BadRequestSignature] {
+                assert!(!violation.counts_toward_quarantine(), "{}", violation.as_str());
+                assert_eq!(tracker.record(office, violation), None);
+            }
+        }
+        assert_eq!(tracker.quarantined_for(office), None);
+        assert_eq!(tracker.quarantined_now(), 0);
+        assert_eq!(tracker.evict_idle(), 0, "nothing about the address was even remembered");
+        // Nor do they fill up the count of the violations that do count: 49 crafted credentials
+        // among them still fall one short.
+        for _ in 0..49 {
+            assert_eq!(tracker.record(office, Violation::ReplayedChallenge), None);
+            assert_eq!(tracker.record(office, Violation::OversizedBody), None);
+            assert_eq!(tracker.record(office, Violation::WsProtocol), None);
+            clock.advance(Duration::from_secs(1));
+        }
+        assert_eq!(tracker.quarantined_for(office), None);
+        assert_eq!(tracker.record(office, Violation::BadSignature), Some(Duration::from_secs(900)));
+    }
+
+    #[test]
+    fn only_crafted_credentials_count() {
+        let counting: Vec<_> =
+            Violation::ALL.iter().filter(|v| v.counts_toward_quarantine()).map(|v| v.as_str()).collect();
+        assert_eq!(counting, ["bad_signature", "forged_token", "replayed_challenge"]);
     }
 }

@@ -1,9 +1,9 @@
 //! Login challenges in Redis, so a challenge issued by one replica verifies on any other, once.
 //!
 //! Each DID's outstanding challenges are one hash (`challenge:<did>`): field = challenge id,
-//! value = `<expires_at_millis>:<nonce>`. Issuing adds a field, drops expired ones and the
-//! oldest beyond the per-DID cap, and sets the key to expire with its last challenge, all in
-//! one script. Consuming is an atomic get-and-delete of one field (a script: `HGET` then
+//! value = `<expires_at_millis>:<nonce>`. Issuing drops expired fields, refuses a DID already at
+//! the per-DID cap (429, nothing dropped), else adds the field and sets the key to expire with
+//! its last challenge, all in one script. Consuming is an atomic get-and-delete of one field (a script: `HGET` then
 //! `HDEL`), so of two replicas verifying the same challenge at once exactly one gets it. A
 //! challenge of another DID lives under another key and can be neither read nor consumed.
 //! Every failure to reach Redis is 503 `SERVICE_UNAVAILABLE`: a login that cannot be made
@@ -16,10 +16,11 @@ use redis::Script;
 
 use crate::connection::{Redis, Unavailable};
 
-/// The most outstanding challenges of one DID (contract 3: the oldest is dropped beyond it).
+/// The most outstanding challenges of one DID; a new one beyond it is refused (429).
 pub(crate) const MAX_PER_DID: usize = 32;
 
 /// Issue. KEYS[1]: the DID's hash; ARGV: id, value (`expires:nonce`), now (ms), cap, expires (ms).
+/// Answers 0 when issued, else the milliseconds until the DID's oldest challenge expires.
 /// Times are the gateway's; the key's lifetime is set relative to `now`, so Redis's own clock
 /// does not matter.
 const INSERT: &str = r"
@@ -36,9 +37,8 @@ for i = 1, #fields, 2 do
   end
 end
 table.sort(live, function(a, b) return a[1] < b[1] end)
-local excess = #live + 1 - cap
-for i = 1, excess do
-  redis.call('HDEL', KEYS[1], live[i][2])
+if #live >= cap then
+  return math.max(live[1][1] - now, 1)
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local last = tonumber(ARGV[5])
@@ -46,7 +46,7 @@ for i = 1, #live do
   if live[i][1] > last then last = live[i][1] end
 end
 redis.call('PEXPIRE', KEYS[1], math.max(last - now, 1))
-return 1
+return 0
 ";
 
 /// Get-and-delete. KEYS[1]: the DID's hash; ARGV[1]: the id. Answers the value or nil.
@@ -89,12 +89,15 @@ impl ChallengeStore for RedisChallengeStore {
                     .arg(now_millis)
                     .arg(MAX_PER_DID)
                     .arg(challenge.expires_at_millis)
-                    .invoke_async::<i64>(&mut conn)
+                    .invoke_async::<u64>(&mut conn)
                     .await
             })
             .await
-            .map_err(login_unavailable)?;
-        Ok(())
+            .map_err(login_unavailable)
+            .and_then(|wait_millis| match wait_millis {
+                0 => Ok(()),
+                wait => Err(gateway_auth::challenge::challenge_cap_reached(MAX_PER_DID, wait.div_ceil(1000))),
+            })
     }
 
     async fn outstanding(&self, did: &str, now_millis: u64) -> Result<Vec<Challenge>, Error> {

@@ -4,7 +4,10 @@
 //! The connection manager keeps one multiplexed connection and reconnects by itself after an
 //! I/O error, so every operation of every request shares one socket and a restarted Redis is
 //! picked up without a restart of the gateway. Each operation gets at most the budget (50 ms by
-//! default); one that fails or runs out marks Redis as down. While it is down, operations fail
+//! default). An operation that fails (a refused connection, an error reply) marks Redis as
+//! down at once; one that runs out of time fails by itself, and marks Redis as down only when
+//! [`MISSES_FOR_OUTAGE`] operations in a row have run out (one slow answer on a busy host is
+//! not an outage, and must not turn the next requests away). While it is down, operations fail
 //! at once instead of each waiting out its budget, except one attempt every
 //! [`RETRY_INTERVAL`], and [`Redis::watch`] pings it in the background, so the first answer
 //! after an outage brings it back up. The first failure of an outage is logged once as a
@@ -24,6 +27,9 @@ pub const DEFAULT_PREFIX: &str = "icn:gw:";
 
 /// How long one operation may wait for Redis (contract 10: at most 50 ms).
 pub const DEFAULT_BUDGET: Duration = Duration::from_millis(50);
+
+/// How many operations in a row must run out of time before Redis counts as down.
+pub(crate) const MISSES_FOR_OUTAGE: u64 = 3;
 
 /// While Redis is down, how often a request may still try it (the others fail at once).
 pub(crate) const RETRY_INTERVAL: Duration = Duration::from_millis(250);
@@ -86,6 +92,8 @@ struct Inner {
     origin: Instant,
     /// Why the current outage began, for the recovery log line.
     outage: Mutex<Option<String>>,
+    /// Operations in a row that ran out of time (reset by any answer).
+    misses: AtomicU64,
 }
 
 impl fmt::Debug for Redis {
@@ -129,6 +137,7 @@ impl Redis {
             retry_at: AtomicU64::new(0),
             origin: Instant::now(),
             outage: Mutex::new(None),
+            misses: AtomicU64::new(0),
         })))
     }
 
@@ -176,6 +185,27 @@ impl Redis {
             .await
     }
 
+    /// Opens the connection and pings, waiting up to `within` rather than the per-operation
+    /// budget: the first operation also connects (and loads scripts), which a busy host may not
+    /// finish within 50 ms. Called once before a replica serves, so that a slow connect at
+    /// start-up is not taken for an outage. The outcome updates the state like any ping.
+    pub async fn warm_up(&self, within: Duration) -> Result<(), Unavailable> {
+        self.run_within(within, |mut conn| async move {
+            redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ())
+        })
+        .await
+    }
+
+    /// One operation given `within` instead of the per-operation budget, whatever the current
+    /// state (the outcome updates it): for the few start-up operations that also load a script.
+    pub async fn run_within<T, F, Fut>(&self, within: Duration, op: F) -> Result<T, Unavailable>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.attempt_within(within, op).await
+    }
+
     /// Pings Redis forever: every second while it is up (so an outage shows in health even
     /// without traffic), every [`RETRY_INTERVAL`] while it is down (so it comes back up without
     /// waiting for a request to try).
@@ -191,19 +221,33 @@ impl Redis {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let outcome = match tokio::time::timeout(self.0.budget, op(self.0.manager.clone())).await {
+        self.attempt_within(self.0.budget, op).await
+    }
+
+    async fn attempt_within<T, F, Fut>(&self, within: Duration, op: F) -> Result<T, Unavailable>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let outcome = match tokio::time::timeout(within, op(self.0.manager.clone())).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(describe(&err)),
-            Err(_) => Err(format!("no answer within {} ms", self.0.budget.as_millis())),
+            Ok(Err(err)) => Err((describe(&err), true)),
+            Err(_) => {
+                let misses = self.0.misses.fetch_add(1, Ordering::Relaxed) + 1;
+                Err((format!("no answer within {} ms", within.as_millis()), misses >= MISSES_FOR_OUTAGE))
+            }
         };
         match outcome {
             Ok(value) => {
+                self.0.misses.store(0, Ordering::Relaxed);
                 self.mark_up();
                 Ok(value)
             }
-            Err(why) => {
+            Err((why, outage)) => {
                 metrics::counter!("icn_network_messages_failed_total", "backend" => "redis").increment(1);
-                self.mark_down(&why);
+                if outage {
+                    self.mark_down(&why);
+                }
                 Err(Unavailable(why))
             }
         }
@@ -288,6 +332,31 @@ mod tests {
         assert!(Redis::new(RedisConfig::new("http://cache")).is_err());
         let err = Redis::new(RedisConfig::new("rediss://:pw@cache")).unwrap_err();
         assert!(err.contains("TLS") && !err.contains("pw@"), "{err}");
+    }
+
+    /// A Redis that accepts connections and never answers: each operation runs out of time by
+    /// itself, and only the third in a row declares the outage.
+    #[tokio::test]
+    async fn one_slow_answer_is_not_an_outage() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}", silent.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut sockets = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                sockets.push(socket);
+            }
+        });
+        let redis = Redis::new(RedisConfig { budget: Duration::from_millis(50), ..RedisConfig::new(url) }).unwrap();
+        let get = |redis: Redis| async move {
+            redis.run(|mut c| async move { redis::cmd("GET").arg("k").query_async::<()>(&mut c).await }).await
+        };
+        for miss in 1..MISSES_FOR_OUTAGE {
+            assert!(get(redis.clone()).await.is_err(), "miss {miss} fails by itself");
+            assert!(redis.is_up(), "after {miss} slow answers Redis still counts as up");
+        }
+        assert!(get(redis.clone()).await.is_err());
+        assert!(!redis.is_up(), "{MISSES_FOR_OUTAGE} in a row are an outage");
+        held.abort();
     }
 
     #[tokio::test]

@@ -5,13 +5,15 @@
 //!   one atomic server-side Lua script per check, behind `gateway-limits`' [`SharedBackend`];
 //! - [`RedisChallengeStore`]: login challenges, consumed by an atomic get-and-delete, behind
 //!   `gateway-auth`'s [`ChallengeStore`];
-//! - [`RedisNonceStore`]: request-signature nonces, remembered with `SET NX`, behind
+//! - [`RedisNonceStore`]: request-signature nonces, remembered by digest with `SET NX` and
+//!   bounded per signer, with a marker that detects a Redis that lost its data, behind
 //!   `gateway-auth`'s [`NonceStore`].
 //!
 //! All of them share one [`Redis`] handle: the `redis` crate's tokio connection manager (one
 //! multiplexed connection that reconnects by itself), a time budget per operation (50 ms by
 //! default), and the backend's health as every replica reports it. Every key lives under the
-//! configured prefix and carries a TTL, so Redis never grows without bound.
+//! configured prefix and carries a TTL, so Redis never grows without bound; the one exception
+//! is the nonces' epoch marker, a single small key that must outlive every nonce.
 //!
 //! This crate decides nothing about what happens when Redis is unreachable: each operation
 //! answers within its budget, either with Redis's answer or with "unavailable", and the caller

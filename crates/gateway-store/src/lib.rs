@@ -8,6 +8,7 @@
 #[macro_use]
 mod conn;
 mod health;
+mod nonces;
 mod reads;
 mod sqlite;
 pub mod testing;
@@ -27,6 +28,8 @@ use sqlx::{Connection, SqliteConnection};
 
 use crate::conn::Arg;
 use crate::sqlite::SqliteDb;
+
+pub use crate::nonces::{KEEP_PAST_EXPIRY_MS, NonceClaim, SharedNonces};
 use tokio::sync::{broadcast, mpsc};
 
 /// The PostgreSQL notification channel of committed events (payload `<coop>\t<seq>`).
@@ -339,6 +342,11 @@ impl Store {
                                 dir.display()
                             ))));
                         }
+                        SqliteDb::create_private(std::path::Path::new(path)).map_err(|err| {
+                            StoreError::Sqlite(Error::ServiceUnavailable(format!(
+                                "cannot create the SQLite file {path}: {err}"
+                            )))
+                        })?;
                         SqliteDb::file(path.into())
                     }
                     _ => SqliteDb::memory(&migrations).map_err(StoreError::Sqlite)?,
@@ -361,6 +369,11 @@ impl Store {
                     view.clone(),
                     db.start_checkpointer().map_err(StoreError::Sqlite)?,
                 )?;
+                db.make_companions_private().map_err(|err| {
+                    StoreError::Sqlite(Error::ServiceUnavailable(format!(
+                        "cannot restrict the SQLite WAL files to their owner: {err}"
+                    )))
+                })?;
                 Ok(Self {
                     backend: Backend::Sqlite(db),
                     writer: Some(sender),

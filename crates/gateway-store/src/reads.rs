@@ -134,14 +134,35 @@ impl LedgerReads for Store {
         let rows: Vec<TransactionRow> =
             self.read_all(&list, args![q.coop.as_str(), account, currency, limit, offset]).await?;
         let total: i64 = self.read_one(&count, args![q.coop.as_str(), account, currency]).await?;
-        let items = rows.into_iter().map(transaction_from_row).collect::<Result<_, _>>()?;
+        let mut items = Vec::with_capacity(rows.len());
+        let (mut signed, mut pending) = (Vec::new(), Vec::new());
+        for row in rows {
+            let (item, evidence) = transaction_from_row(row)?;
+            if let Some(evidence) = evidence {
+                signed.push(items.len());
+                pending.push(evidence);
+            }
+            items.push(item);
+        }
+        if !pending.is_empty() {
+            // The signed bodies, kept once per signed request: one lookup for the page.
+            let evidence = self.reader().await?.conn().fill_signed_bodies(pending).await?;
+            for (index, evidence) in signed.into_iter().zip(evidence) {
+                items[index].request_signature = Some(evidence);
+            }
+        }
         Ok((items, to_u64(total)))
     }
 
     async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
+        // Each coop's default currency is there from the coop's creation (summing to 0 before
+        // any payment), so the gauge shows a currency as soon as it exists.
         let rows: Vec<(String, String, i64)> = self
             .scan(
-                "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM balances \
+                "SELECT coop_id, currency, CAST(SUM(balance) AS BIGINT) FROM (\
+                     SELECT coop_id, currency, balance FROM balances \
+                     UNION ALL SELECT id, default_currency, 0 FROM coops\
+                 ) AS held \
                  GROUP BY coop_id, currency \
                  ORDER BY coop_id, currency",
             )

@@ -12,6 +12,12 @@
 //!   own), behind an async mutex: the writer holds it for a group, a read for its statements,
 //!   and whoever waits for it waits without holding a thread. The embedded migrations are applied
 //!   to it directly.
+//!
+//! A database file and its `-wal` and `-shm` companions are readable and writable by their owner
+//! only (contract 10: mode 0600): the file is created so before SQLite first opens it (SQLite
+//! gives the companions the database file's mode), and the companions are set so once the store
+//! has opened them. Not by changing the process's umask, which every thread shares. A file that
+//! already exists keeps the mode it has: that is the operator's.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,6 +28,15 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::conn::sqlite_error;
+
+/// Sets `path` to mode 0600 (owner read and write); nothing on systems without Unix modes.
+fn set_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
 
 /// How long a connection waits for a lock another connection holds before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -148,6 +163,36 @@ impl SqliteDb {
     /// the caller, through sqlx, before the first connection is used.
     pub(crate) fn file(path: PathBuf) -> Self {
         Self { location: Location::File(path), readers: Mutex::new(Vec::new()) }
+    }
+
+    /// Creates the database file at `path`, mode 0600, unless it exists; before SQLite (or
+    /// sqlx) first opens it, so that SQLite creates its `-wal` and `-shm` with that mode too.
+    pub(crate) fn create_private(path: &Path) -> std::io::Result<()> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(path) {
+            // A umask can only take bits away (0277 would leave the owner unable to write).
+            Ok(_) => set_private(path),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Sets the database's `-wal` and `-shm` files that exist to mode 0600 (once the store has
+    /// opened them; SQLite makes them with the database file's mode, this makes sure of it).
+    pub(crate) fn make_companions_private(&self) -> std::io::Result<()> {
+        let Location::File(path) = &self.location else { return Ok(()) };
+        for suffix in ["-wal", "-shm"] {
+            let mut companion = path.clone().into_os_string();
+            companion.push(suffix);
+            match set_private(Path::new(&companion)) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        Ok(())
     }
 
     /// A new in-memory database with the current schema.

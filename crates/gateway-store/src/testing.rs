@@ -1,4 +1,4 @@
-//! Support for the workspace's tests that run against PostgreSQL.
+//! Support for the workspace's tests that run against PostgreSQL, and a count tests check.
 //!
 //! Every test suite that runs a rule on PostgreSQL gets its database the same way: the server
 //! named by `GATEWAY_TEST_POSTGRES_URL`, a fresh schema per test so tests never see each other's
@@ -30,4 +30,15 @@ pub async fn fresh_postgres_schema(prefix: &str) -> Option<String> {
     pool.close().await;
     let separator = if url.contains('?') { '&' } else { '?' };
     Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+}
+
+/// How many signed request bodies `store` keeps (`signed_bodies`, contract 11's evidence):
+/// one per signed request that made a payment or vote, however many records keep its evidence.
+///
+/// # Errors
+///
+/// When the store cannot be read.
+pub async fn signed_body_count(store: &crate::Store) -> Result<u64, gateway_core::Error> {
+    let count: i64 = store.read_one("SELECT COUNT(*) FROM signed_bodies", &[]).await?;
+    Ok(crate::conn::to_u64(count))
 }

@@ -1,8 +1,9 @@
 //! The two upgrade routes, `GET /v1/ws/{coop_id}` and the short `GET /ws`, with their OpenAPI
 //! annotations and the HTTP-level rejections in the contract's error body.
 //!
-//! A handler checks what can be checked before the upgrade (shutdown, the coop id, a token in
-//! `?access_token=`), then hands the upgraded socket to the connection loop through adapters
+//! The gateway's edge (gateway-http) refuses an upgrade from an origin its cross-origin policy
+//! does not allow, 403 before the handler runs. A handler checks what can be checked before
+//! the upgrade (shutdown, the coop id, a token in `?access_token=`), then hands the upgraded socket to the connection loop through adapters
 //! between axum's `Message` and the loop's [`Frame`]. Everything after the upgrade happens in
 //! frames, in `connection`.
 
@@ -62,7 +63,7 @@ pub(crate) struct TokenQuery {
         (status = 101, description = "Switching protocols: the event stream follows"),
         (status = 400, description = "Not a WebSocket upgrade, or an invalid coop id", body = inline(ErrorBody)),
         (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
-        (status = 403, description = "`access_token` is for another cooperative, or its subject is not a member", body = inline(ErrorBody)),
+        (status = 403, description = "`access_token` is for another cooperative, or its subject is not a member; or the page's `Origin` is not allowed (production CORS mode)", body = inline(ErrorBody)),
         (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
     ),
 )]
@@ -100,7 +101,7 @@ pub(crate) async fn coop_stream(
         (status = 101, description = "Switching protocols: the event stream follows"),
         (status = 400, description = "Not a WebSocket upgrade", body = inline(ErrorBody)),
         (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
-        (status = 403, description = "The token's subject is not a member of its cooperative", body = inline(ErrorBody)),
+        (status = 403, description = "The token's subject is not a member of its cooperative; or the page's `Origin` is not allowed (production CORS mode)", body = inline(ErrorBody)),
         (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
     ),
 )]
@@ -171,7 +172,8 @@ async fn accept(
             let (sink, stream) = socket.split();
             let sink = sink.with(|frame: Frame| std::future::ready(Ok::<_, axum::Error>(Message::from(frame))));
             // A frame the socket layer refused becomes a violation with its close code (contract
-            // 9), counted against the client's address like any other protocol violation.
+            // 9), reported like any other protocol violation: it counts in the metric, never
+            // toward a quarantine (a hostile page can make its visitors' browsers send these).
             let violations = shared.misbehavior.clone();
             let stream = stream.filter_map(move |message| {
                 let frame = match message {

@@ -220,7 +220,7 @@ async fn compute_submit_claim_complete_signed_and_notify() {
     assert!(claimed.code.is_some() && claimed.deadline.is_some());
 
     // A signature over another output is refused.
-    let forged = executor.identity.sign_completion(&claimed.task_hash, &json!({"value": 1})).unwrap();
+    let forged = executor.identity.sign_completion(&claimed.task_hash, &json!({"value": 1}), None, 5, None).unwrap();
     let completion = gateway_client::Completion {
         output: json!({"value": 10}),
         fuel_used: 5,

@@ -45,6 +45,7 @@ impl Gateway {
             membership_ttl: Duration::ZERO,
             receipt_keys: Arc::new(keys),
             cluster: None,
+            nonces: None,
         };
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -31,7 +31,9 @@ pub use error::ParseError;
 pub use keys::{
     KEYSTORE_OUTDATED, MasterSecret, RECEIPT_KEY_LABEL, ReceiptSigner, derive_receipt_key, receipt_key_info,
 };
-pub use proposal::{COOP_DOMAIN, Effect, MembershipAction, ProposalPayload, ProposalStatus};
+pub use proposal::{
+    COOP_DOMAIN, Effect, MAX_DESCRIPTION_CHARS, MAX_TEXT_CHARS, MembershipAction, ProposalPayload, ProposalStatus,
+};
 pub use receipt::{
     DecisionSigner, Ed25519DecisionSigner, Receipt, ReceiptError, canonical_bytes, sign_receipt, verify_receipt,
     votes_hash,
@@ -39,6 +41,6 @@ pub use receipt::{
 pub use rules::{DEFAULT_QUORUM_PERCENT, Outcome, Rule, decide};
 pub use service::{
     DEFAULT_VOTING_SECS, DomainChange, Governance, MemoryReceiptKeys, NewDomain, NewProposal, PROPOSAL_MIN_TRUST,
-    ReceiptKeys, VoteOutcome, VotesView,
+    PROPOSAL_WINDOW_SECS, PROPOSALS_PER_WINDOW, ReceiptKeys, VoteOutcome, VotesView,
 };
 pub use tally::{DirectVote, EffectiveVote, Tally, tally};

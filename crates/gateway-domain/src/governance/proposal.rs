@@ -12,6 +12,13 @@ use crate::coops::SettingsPatch;
 /// is the only domain in which proposals with effects on the coop may be made.
 pub const COOP_DOMAIN: &str = "coop";
 
+/// The longest text payload's `content`, in characters: a proposal is read by every member and
+/// becomes an entry of the coop's log, so its text is bounded like its title.
+pub const MAX_TEXT_CHARS: usize = 20_000;
+
+/// The longest proposal `description`, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 20_000;
+
 /// Where a proposal is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProposalStatus {
@@ -102,10 +109,23 @@ impl ProposalPayload {
         };
         let kind = text("type").ok_or_else(|| bad("payload needs a \"type\"".into()))?;
         Ok(match kind {
-            "text" => ProposalPayload::Text {
-                content: text("content").ok_or_else(|| bad("a text payload needs \"content\"".into()))?.to_owned(),
-                kind: text("kind").map(str::to_owned),
-            },
+            "text" => {
+                let content = text("content").ok_or_else(|| bad("a text payload needs \"content\"".into()))?;
+                if content.chars().count() > MAX_TEXT_CHARS {
+                    return Err(Error::bad_request_field(
+                        "payload.content",
+                        format!("a text payload's content is at most {MAX_TEXT_CHARS} characters"),
+                    ));
+                }
+                let kind = text("kind");
+                if kind.is_some_and(|k| k.chars().count() > 64) {
+                    return Err(Error::bad_request_field(
+                        "payload.kind",
+                        "a text payload's kind is at most 64 characters",
+                    ));
+                }
+                ProposalPayload::Text { content: content.to_owned(), kind: kind.map(str::to_owned) }
+            }
             "membership" => {
                 let action = match text("action") {
                     Some("add") => MembershipAction::Add,
@@ -132,6 +152,14 @@ impl ProposalPayload {
                     return Err(bad(format!("unknown setting '{unknown}'")));
                 }
                 let patch = SettingsPatch::from_wire(settings).map_err(|err| match err {
+                    // Each field named where it stands in the request: `payload.quorum_percent`.
+                    Error::BadRequest { message, fields } if !fields.is_empty() => Error::BadRequest {
+                        message: format!("settings: {message}"),
+                        fields: fields
+                            .into_iter()
+                            .map(|(field, messages)| (format!("payload.{field}"), messages))
+                            .collect(),
+                    },
                     Error::BadRequest { message, .. } => bad(format!("settings: {message}")),
                     other => other,
                 })?;
@@ -264,18 +292,20 @@ mod tests {
 
     #[test]
     fn settings_payloads_follow_the_settings_route_rules() {
-        for (settings, field) in [
-            (json!({"credit_limit": 5}), "credit_limit"),
-            (json!({"quorum_percent": 101}), "quorum_percent"),
-            (json!({"high_value_threshold": 0}), "high_value_threshold"),
-            (json!({"default_currency": "not a currency!"}), "default_currency"),
-            (json!({"conversion_fee_percent": 101}), "conversion_fee_percent"),
-            (json!({"nonsense": 1}), "nonsense"),
-            (json!({}), "at least one"),
+        // A setting's error names it where it stands in the request (`payload.<setting>`);
+        // an unknown or missing setting names the payload.
+        for (settings, field, named) in [
+            (json!({"credit_limit": 5}), "credit_limit", "payload.credit_limit"),
+            (json!({"quorum_percent": 101}), "quorum_percent", "payload.quorum_percent"),
+            (json!({"high_value_threshold": 0}), "high_value_threshold", "payload.high_value_threshold"),
+            (json!({"default_currency": "not a currency!"}), "default_currency", "payload.default_currency"),
+            (json!({"conversion_fee_percent": 101}), "conversion_fee_percent", "payload.conversion_fee_percent"),
+            (json!({"nonsense": 1}), "nonsense", "payload"),
+            (json!({}), "at least one", "payload"),
         ] {
             let err = ProposalPayload::from_json(&json!({"type": "settings", "settings": settings})).unwrap_err();
             let Error::BadRequest { message, fields } = err else { panic!("{settings}: not a 400") };
-            assert!(fields.contains_key("payload"), "{settings}: {fields:?}");
+            assert_eq!(fields.keys().collect::<Vec<_>>(), [named], "{settings}: {fields:?}");
             assert!(message.contains(field), "{settings}: {message}");
         }
     }

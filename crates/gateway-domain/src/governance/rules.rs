@@ -67,6 +67,29 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// Whether `self` is at least as strict as `other`: every tally that `self` approves,
+    /// `other` approves too. This is the order in which a proposal's own rule may only tighten
+    /// its domain's (contract 7), decided on what the rules do rather than on their names:
+    /// `supermajority:50` approves a tie, which `majority` does not, so it is the looser of the
+    /// two, and `supermajority:100` is exactly as strict as `unanimous`.
+    pub fn at_least_as_strict_as(&self, other: &Rule) -> bool {
+        match (*self, *other) {
+            (_, Rule::Majority) => !matches!(*self, Rule::Supermajority(pct) if pct <= 50),
+            (Rule::Majority, Rule::Supermajority(q)) => q <= 50,
+            (Rule::Supermajority(p), Rule::Supermajority(q)) => p >= q,
+            (Rule::Unanimous, _) => true,
+            (Rule::Supermajority(p), Rule::Unanimous) => p == 100,
+            (Rule::Majority, Rule::Unanimous) => false,
+        }
+    }
+
+    /// The stricter of two rules (`self` when they are equally strict).
+    pub fn stricter(self, other: Rule) -> Rule {
+        if self.at_least_as_strict_as(&other) { self } else { other }
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -248,6 +271,41 @@ mod tests {
         assert_eq!(decide(&Rule::Majority, 50, 7, &counts(3, 0, 0)), Outcome::NoQuorum);
         assert_eq!(decide(&Rule::Majority, 50, 7, &counts(4, 0, 0)), Outcome::Approved);
         assert_eq!(decide(&Rule::Unanimous, DEFAULT_QUORUM_PERCENT, 2, &counts(1, 0, 0)), Outcome::Approved);
+    }
+
+    #[test]
+    fn strictness_is_decided_by_what_the_rules_approve() {
+        use Rule::{Majority, Supermajority, Unanimous};
+        assert!(Supermajority(67).at_least_as_strict_as(&Majority));
+        assert!(!Supermajority(50).at_least_as_strict_as(&Majority), "a tie passes 50%");
+        assert!(!Supermajority(1).at_least_as_strict_as(&Majority));
+        assert!(Majority.at_least_as_strict_as(&Supermajority(50)));
+        assert!(!Majority.at_least_as_strict_as(&Supermajority(51)));
+        assert!(Supermajority(100).at_least_as_strict_as(&Unanimous));
+        assert!(!Supermajority(99).at_least_as_strict_as(&Unanimous));
+        assert_eq!(Supermajority(1).stricter(Unanimous), Unanimous);
+        assert_eq!(Majority.stricter(Supermajority(1)), Majority);
+    }
+
+    fn every_rule() -> Vec<Rule> {
+        let mut rules = vec![Rule::Majority, Rule::Unanimous];
+        rules.extend((1..=100).map(Rule::Supermajority));
+        rules
+    }
+
+    /// Brute force over every tally up to 100 votes each way (enough to tell every percentage
+    /// apart): `a.at_least_as_strict_as(b)` holds exactly when no tally passes `a` and fails `b`.
+    #[test]
+    fn strictness_agrees_with_a_brute_force_over_tallies() {
+        let tallies: Vec<Tally> = (0..=100).flat_map(|f| (0..=100).map(move |a| counts(f, a, 0))).collect();
+        let rules = every_rule();
+        let passes: Vec<Vec<bool>> = rules.iter().map(|r| tallies.iter().map(|t| r.passes(t)).collect()).collect();
+        for (a, passes_a) in rules.iter().zip(&passes) {
+            for (b, passes_b) in rules.iter().zip(&passes) {
+                let looser_somewhere = passes_a.iter().zip(passes_b).any(|(&pa, &pb)| pa && !pb);
+                assert_eq!(a.at_least_as_strict_as(b), !looser_somewhere, "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

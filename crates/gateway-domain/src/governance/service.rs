@@ -31,6 +31,14 @@ pub const PROPOSAL_MIN_TRUST: f64 = 0.4;
 /// Voting time when a proposal names none (7 days).
 pub const DEFAULT_VOTING_SECS: u64 = 604_800;
 
+/// How many proposals one author may create in one coop within [`PROPOSAL_WINDOW_SECS`]: enough
+/// for any real agenda, and a bound on how fast one member can fill every other member's
+/// notifications and the coop's log.
+pub const PROPOSALS_PER_WINDOW: u64 = 20;
+
+/// The sliding window of [`PROPOSALS_PER_WINDOW`]: an hour.
+pub const PROPOSAL_WINDOW_SECS: u64 = 3_600;
+
 /// Where receipts get their signature: each coop's key, derived from the current master secret
 /// (see `governance::derive_receipt_key`). No method changes the master: that is the operator's
 /// `gatewayd keystore rotate`, never a coop's decision.
@@ -330,6 +338,12 @@ impl Governance {
         if request.title.trim().is_empty() || request.title.chars().count() > 300 {
             return Err(Error::bad_request_field("title", "title is 1 to 300 characters"));
         }
+        if request.description.chars().count() > super::MAX_DESCRIPTION_CHARS {
+            return Err(Error::bad_request_field(
+                "description",
+                format!("description is at most {} characters", super::MAX_DESCRIPTION_CHARS),
+            ));
+        }
         let duration = request.voting_duration_secs.unwrap_or(DEFAULT_VOTING_SECS);
         if duration == 0 || duration > 365 * 86_400 {
             return Err(Error::bad_request_field(
@@ -350,18 +364,37 @@ impl Governance {
                 ),
             ));
         }
-        if let Some(rule) = &request.rule {
-            Rule::parse(rule).map_err(Error::from)?;
-        }
+        let own_rule = match &request.rule {
+            Some(text) => Some(Rule::parse(text).map_err(|err| Error::bad_request_field("rule_ccl", err.to_string()))?),
+            None => None,
+        };
         let (coop, author, now) = (coop.clone(), author.clone(), self.clock.now_unix_secs());
         let created = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
+                // The coop's row, held to the commit, orders concurrent creations in the coop,
+                // so the count below cannot be raced past its bound on PostgreSQL.
+                lock_coop(tx, &coop).await?;
                 let domain = require_domain(tx, &coop, &request.domain_id).await?;
                 if !domain.members.contains(&author) {
                     return Err(Error::denied(
                         "not_a_domain_member",
                         format!("only members of domain '{}' may make proposals in it", domain.domain_id),
                     ));
+                }
+                let rule = proposal_rule(&domain, &payload, own_rule)?;
+                let window_start = now.saturating_sub(PROPOSAL_WINDOW_SECS);
+                let recent = tx.proposal_times_by_author(&coop, &author, window_start).await?;
+                if recent.len() as u64 >= PROPOSALS_PER_WINDOW {
+                    let oldest = recent.iter().copied().min().unwrap_or(now);
+                    return Err(Error::RateLimited {
+                        message: format!(
+                            "at most {PROPOSALS_PER_WINDOW} proposals per author and coop in an hour; try again later"
+                        ),
+                        layer: gateway_core::RateLimitLayer::Did,
+                        limit: PROPOSALS_PER_WINDOW,
+                        retry_after_secs: (oldest + PROPOSAL_WINDOW_SECS).saturating_sub(now).max(1),
+                        count: Some(recent.len() as u64),
+                    });
                 }
                 let mut proposal = ProposalRecord {
                     id: new_id(),
@@ -370,7 +403,7 @@ impl Governance {
                     title: request.title,
                     description: request.description,
                     payload,
-                    rule: request.rule.or(domain.rule.clone()).unwrap_or_else(|| Rule::Majority.to_string()),
+                    rule: rule.to_string(),
                     author,
                     status: ProposalStatus::Draft,
                     voting_duration_secs: duration,
@@ -515,14 +548,19 @@ impl Governance {
                 let ended = proposal.closes_at.is_some_and(|end| now >= end);
                 let result = current_tally(tx, &proposal, &domain, now).await?;
                 let everyone = result.participants >= domain.members.len() as u64;
+                let decided_by_domain = decided_by_domain(&domain, &proposal.payload);
                 match &caller {
                     None if !ended => return Err(Error::conflict("voting has not ended")),
                     None => {}
-                    Some(c) if *c == proposal.author => {}
-                    Some(c) if domain.members.contains(c) && !ended && !everyone => {
-                        return Err(Error::conflict("voting is still open: only the author may close it early"));
+                    Some(c) if *c == proposal.author && !proposal.payload.acts_on_coop() => {}
+                    Some(c) if (*c == proposal.author || domain.members.contains(c)) && !ended && !everyone => {
+                        return Err(Error::conflict(if proposal.payload.acts_on_coop() {
+                            "voting is still open: a proposal that acts on the coop closes when voting ends or every member has voted"
+                        } else {
+                            "voting is still open: only the author may close it early"
+                        }));
                     }
-                    Some(c) if domain.members.contains(c) => {}
+                    Some(c) if *c == proposal.author || domain.members.contains(c) => {}
                     Some(_) => {
                         return Err(Error::denied(
                             "not_a_domain_member",
@@ -532,7 +570,16 @@ impl Governance {
                 }
                 let record = require_coop(tx, &coop).await?;
                 let quorum = domain.quorum_percent.unwrap_or(record.settings.quorum_percent);
-                let rule = Rule::parse(&proposal.rule).map_err(Error::from)?;
+                // The domain's rule as it is now decides; a proposal outside the coop domain
+                // that acts on nothing may have asked for a stricter one. A rule stored before
+                // this held (an author's looser rule on an effect) is never used.
+                let domain_rule = domain_rule(&domain)?;
+                let rule = if decided_by_domain {
+                    domain_rule
+                } else {
+                    Rule::parse(&proposal.rule).map_err(Error::from)?.stricter(domain_rule)
+                };
+                proposal.rule = rule.to_string();
                 let outcome = decide(&rule, quorum, domain.members.len() as u64, &result);
                 if outcome == Outcome::Approved && proposal.payload.has_effect() {
                     proposal.effect = Some(match execute(tx, &record, &proposal, now).await {
@@ -762,6 +809,39 @@ async fn open_in<T: GovTx + CoopTx + EventTx + NotificationTx + ?Sized>(
     };
     notify_all(tx, &domain.members, &proposal.coop_id, note, now).await?;
     Ok(())
+}
+
+/// Whether a proposal is decided by its domain's rule alone: every proposal of the coop domain,
+/// and every one that acts on the coop (contract 7: the author does not pick how the coop
+/// decides).
+fn decided_by_domain(domain: &DomainRecord, payload: &ProposalPayload) -> bool {
+    domain.domain_id == COOP_DOMAIN || payload.acts_on_coop()
+}
+
+/// The domain's rule (`majority` when it sets none).
+fn domain_rule(domain: &DomainRecord) -> Result<Rule, Error> {
+    domain.rule.as_deref().map_or(Ok(Rule::Majority), |text| Rule::parse(text).map_err(Error::from))
+}
+
+/// The rule a new proposal records: its domain's, or the author's own where contract 7 allows
+/// one (outside the coop domain, on a proposal that acts on nothing, and only as strict as the
+/// domain's or stricter); anything else is 400 naming `rule_ccl`.
+fn proposal_rule(domain: &DomainRecord, payload: &ProposalPayload, own: Option<Rule>) -> Result<Rule, Error> {
+    let base = domain_rule(domain)?;
+    match own {
+        None => Ok(base),
+        Some(_) if decided_by_domain(domain, payload) => Err(Error::bad_request_field(
+            "rule_ccl",
+            format!(
+                "a proposal in the '{COOP_DOMAIN}' domain or with an effect is decided by its domain's rule ({base}); rule_ccl is not accepted"
+            ),
+        )),
+        Some(own) if !own.at_least_as_strict_as(&base) => Err(Error::bad_request_field(
+            "rule_ccl",
+            format!("rule_ccl '{own}' is looser than the domain's rule '{base}'; it may only be as strict or stricter"),
+        )),
+        Some(own) => Ok(own),
+    }
 }
 
 async fn current_tally<T: GovTx + ?Sized>(

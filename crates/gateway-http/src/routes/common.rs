@@ -147,6 +147,11 @@ pub struct RequestSignatureDto {
     /// Query without `?`, when the request had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// The exact signed body bytes, standard base64 (`""` without a body): their digest is
+    /// `content_digest`, and a checker compares the record's fields with them. `null` only on
+    /// evidence kept before bodies were stored.
+    #[schema(value_type = Option<String>)]
+    pub body: Option<std::sync::Arc<str>>,
 }
 
 impl From<&gateway_core::RequestSignature> for RequestSignatureDto {
@@ -159,6 +164,7 @@ impl From<&gateway_core::RequestSignature> for RequestSignatureDto {
             authority: s.authority.clone(),
             path: s.path.clone(),
             query: s.query.clone(),
+            body: s.body.clone(),
         }
     }
 }

@@ -43,7 +43,9 @@ pub struct CompleteBody {
     pub output: Value,
     /// Fuel spent.
     pub fuel_used: u64,
-    /// Hex Ed25519 signature over `task_hash ‖ SHA-256(JCS(output))`.
+    /// Hex Ed25519 signature of the executor's DID key over the completion message
+    /// `icn-compute-completion/v2`, which binds `task_hash`, the output, `outcome`, `fuel_used`
+    /// and `error` (docs/COMPUTE.md, "Completion signature").
     pub signature: String,
     /// `success` (default), `failed` or `out_of_fuel`.
     pub outcome: Option<String>,
@@ -324,10 +326,12 @@ pub async fn short_cancel(
     cancel_of(&state, &caller, &id).await
 }
 
-/// Claims a pending task for the calling executor (trust ≥ 0.3; deadline 60 s).
+/// Claims a pending task for the calling executor (trust ≥ 0.3; deadline 60 s; never a task
+/// the caller submitted).
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/claim", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, description = "The claimed task, with its code and inputs", body = ClaimedTaskDto),
-              (status = 403, description = "Missing scope (`AUTHORIZATION_FAILED`) or trust below 0.3 (`INSUFFICIENT_TRUST`, with required and actual)", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Missing scope (`AUTHORIZATION_FAILED`), the caller submitted the task \
+(`AUTHORIZATION_FAILED`, `details.reason = \"own_task\"`) or trust below 0.3 (`INSUFFICIENT_TRUST`, with required and actual)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
               (status = 409, description = "Not pending", body = crate::openapi::ErrorBody)))]
 pub async fn claim(
@@ -344,8 +348,10 @@ pub async fn claim(
 #[utoipa::path(post, path = "/v1/compute/tasks/{id}/complete", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
     request_body = CompleteBody,
     responses((status = 200, description = "The finished task", body = TaskDto),
-              (status = 400, description = "Bad signature, outcome or fuel_used", body = crate::openapi::ErrorBody),
-              (status = 403, description = "Not the executor that claimed the task (`details.reason = \"not_the_executor\"`)", body = crate::openapi::ErrorBody),
+              (status = 400, description = "Bad signature (one that does not cover this output, outcome, fuel_used \
+and error is counted in `icn_compute_signatures_invalid_total`), outcome or fuel_used", body = crate::openapi::ErrorBody),
+              (status = 403, description = "Not the executor that claimed the task (`details.reason = \"not_the_executor\"`), \
+or the caller submitted it (`\"own_task\"`)", body = crate::openapi::ErrorBody),
               (status = 404, body = crate::openapi::ErrorBody),
               (status = 409, description = "Not claimed", body = crate::openapi::ErrorBody)))]
 pub async fn complete(

@@ -66,7 +66,9 @@ pub struct ProposalBody {
     pub payload: Option<Value>,
     /// SDK kind (e.g. `budget`); without a payload it labels a text proposal.
     pub kind: Option<String>,
-    /// Decision rule.
+    /// The proposal's own decision rule. Refused (400) for a proposal with an effect and for any
+    /// proposal in the `coop` domain, which its domain's rule decides; elsewhere accepted only as
+    /// strict as the domain's rule or stricter.
     pub rule_ccl: Option<String>,
     /// Voting time, seconds (default 604800).
     pub voting_duration_secs: Option<u64>,
@@ -729,9 +731,11 @@ pub async fn votes(
     Ok(Json(VotesDto::from(&state.governance.votes(&coop, &id).await?)))
 }
 
-/// Closes a proposal: tally, effects, receipt.
+/// Closes a proposal: tally under its domain's rule, effects, receipt. Any domain member once
+/// voting has ended or every member's vote is cast; its author earlier only if it has no effect.
 #[utoipa::path(post, path = "/v1/gov/proposals/{id}/close", tag = "governance", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The closed proposal", body = ProposalDto), (status = 409, body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "The closed proposal", body = ProposalDto),
+              (status = 409, description = "Not open, or voting still open for this caller", body = crate::openapi::ErrorBody)))]
 pub async fn close(
     State(state): State<AppState>,
     caller: Authorized<AnyToken>,

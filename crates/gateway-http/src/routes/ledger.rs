@@ -632,7 +632,7 @@ impl From<&QuoteRecord> for QuoteDto {
     }
 }
 
-/// Quotes a cross-currency payment (valid 60 s).
+/// Quotes a cross-currency payment (valid 60 s, once, by the caller, for this amount).
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert/quote", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path)), request_body = QuoteBody,
     responses((status = 200, description = "The quote", body = QuoteDto),
@@ -650,7 +650,7 @@ pub async fn quote(
     let amount = payment_amount("amount", body.amount)?;
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
-    Ok(Json(QuoteDto::from(&state.ledger.quote(&coop, amount, from, to).await?)))
+    Ok(Json(QuoteDto::from(&state.ledger.quote(&coop, &caller.did, amount, from, to).await?)))
 }
 
 /// A cross-currency payment.
@@ -681,11 +681,15 @@ pub struct ConvertBody {
 #[utoipa::path(post, path = "/v1/ledger/{coop}/payment/convert", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path), ("Idempotency-Key" = Option<String>, Header)), request_body = ConvertBody,
     responses((status = 201, body = TransactionDto),
+              (status = 400, description = "A field is invalid, or the quote is for another currency pair \
+(field `quote_id`) or another amount (field `amount`)", body = crate::openapi::ErrorBody),
+              (status = 403, description = "`from` is not the caller, or the quote was asked for by another member \
+(`details.reason = \"quote_of_another_member\"`)", body = crate::openapi::ErrorBody),
               (status = 404, description = "The cooperative does not exist, `quote_id` names no quote of it, or no \
 rate is set for the pair nor for its opposite", body = crate::openapi::ErrorBody),
               (status = 409, description = "The net target amount is outside the bounds (`SLIPPAGE_EXCEEDED`), the \
 payment would take the payer below its credit limit (`INSUFFICIENT_CREDIT`) or a balance out of range, the quote has \
-expired, the opposite pair's inverse rate is below the ledger's precision, or the Idempotency-Key was used with \
+expired or was already used (a quote is single-use), the opposite pair's inverse rate is below the ledger's precision, or the Idempotency-Key was used with \
 another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn convert(
     State(state): State<AppState>,

@@ -479,3 +479,33 @@ async fn identity_only_tokens_reach_the_identity_routes_only() {
         assert!(refused.len() > 50, "{} protected routes walked", refused.len());
     }
 }
+
+/// Somebody asking for challenges in a member's name cannot push the member's pending
+/// challenge out: at 32 outstanding, the 33rd is 429 with `Retry-After`, and the member's
+/// first challenge still logs in.
+#[tokio::test]
+async fn a_did_at_its_challenge_cap_is_refused_and_loses_none() {
+    let app = TestApp::new().await;
+    let (signing, did) = key(21);
+    let first = app.challenge(&did).await;
+    for _ in 1..32 {
+        app.limiter_clock.advance(std::time::Duration::from_secs(1));
+        app.challenge(&did).await;
+    }
+    app.limiter_clock.advance(std::time::Duration::from_secs(1));
+    let refused = app.post("/v1/auth/challenge", json!({ "did": did.to_string() })).await;
+    refused.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    assert_eq!(refused.body["details"]["layer"], "did", "{}", refused.body);
+    assert!(refused.headers.contains_key("retry-after"), "{:?}", refused.headers);
+    // The first challenge is still there.
+    let nonce = first["nonce"].as_str().unwrap();
+    let body = json!({
+        "did": did.to_string(),
+        "challenge_id": first["challenge_id"],
+        "signature": hex::encode(signing.sign(nonce.as_bytes()).to_bytes()),
+        "coop_id": "c1",
+        "scopes": ["coop:read"],
+    });
+    let verified = app.post("/v1/auth/verify", body).await;
+    assert_eq!(verified.status, StatusCode::OK, "{}", verified.body);
+}

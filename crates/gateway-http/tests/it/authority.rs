@@ -34,13 +34,14 @@ async fn propose(app: &TestApp, token: &str, domain: &str, payload: Value) -> cr
     app.post_as("/v1/gov/proposals", body, token).await
 }
 
-/// Votes `for` with every token, closes with the first (the author, or any voter once every
-/// member has voted), and returns the closed record.
+/// Votes `for` with every token, lets voting end (a proposal with an effect closes only then,
+/// or once every member has voted), closes with the first, and returns the closed record.
 async fn pass(app: &TestApp, id: &str, voters: &[&String]) -> Value {
     for token in voters {
         let voted = app.post_as(&format!("/v1/gov/proposals/{id}/vote"), json!({ "choice": "for" }), token).await;
         assert_eq!(voted.status, StatusCode::OK, "{}", voted.body);
     }
+    app.clock.advance_secs(61);
     let closed = app.post_as(&format!("/v1/gov/proposals/{id}/close"), json!({}), voters[0]).await;
     assert_eq!(closed.status, StatusCode::OK, "{}", closed.body);
     closed.body
@@ -168,7 +169,8 @@ async fn settings_proposals_are_checked_like_the_settings_route() {
             assert_field(&route, setting);
             let proposal =
                 propose(&app, &m[0], "coop", json!({ "type": "settings", "settings": { setting: value } })).await;
-            assert_field(&proposal, "payload");
+            // Named where it stands in the request.
+            assert_field(&proposal, &format!("payload.{setting}"));
             assert!(proposal.body["error"].as_str().unwrap().contains(setting), "{}", proposal.body);
         }
         let unknown = propose(&app, &m[0], "coop", json!({ "type": "settings", "settings": { "owner": "me" } })).await;
@@ -188,18 +190,27 @@ async fn an_effect_that_no_longer_applies_does_not_undo_the_close() {
         let (admin, m) = coop(&app).await;
         let voters = [&admin, &m[0], &m[1], &m[2]];
         let join = open(&app, &m[0], "coop", json!({ "type": "membership", "action": "add", "did": did_of(7) })).await;
-        let text = open(&app, &m[0], "d", json!({ "type": "text", "content": "x" })).await;
         // The admin adds the DID before the proposal closes.
         let added = app.post_as("/v1/coops/c1/members", json!({ "did": did_of(7) }), &admin).await;
         assert_eq!(added.status, StatusCode::CREATED);
-        // The coop domain grew to five: its author closes before the fifth vote.
-        let closed = pass(&app, &join, &[&m[0], &admin, &m[1], &m[2]]).await;
+        // The coop domain grew to five: four vote for, and once voting has ended it closes.
+        for token in [&m[0], &admin, &m[1], &m[2]] {
+            let voted = app.post_as(&format!("/v1/gov/proposals/{join}/vote"), json!({ "choice": "for" }), token).await;
+            assert_eq!(voted.status, StatusCode::OK, "{}", voted.body);
+        }
+        let early = app.post_as(&format!("/v1/gov/proposals/{join}/close"), json!({}), &m[0]).await;
+        early.assert_error(409, "CONFLICT");
+        app.clock.advance_secs(61);
+        let closed = app.post_as(&format!("/v1/gov/proposals/{join}/close"), json!({}), &m[0]).await;
+        assert_eq!(closed.status, StatusCode::OK, "{}", closed.body);
+        let closed = closed.body;
         assert_eq!(closed["status"], "closed");
         assert_eq!(closed["outcome"], "Approved");
         assert_eq!(closed["effect"]["applied"], false, "{closed}");
         assert!(closed["effect"]["error"].as_str().unwrap().contains("already a member"), "{closed}");
         let read = app.get(&format!("/v1/gov/proposals/{join}"), &admin).await;
         assert_eq!(read.body["effect"], closed["effect"], "the effect is stored with the record");
+        let text = open(&app, &m[0], "d", json!({ "type": "text", "content": "x" })).await;
         let text_closed = pass(&app, &text, &[&admin, &m[0]]).await;
         assert_eq!(text_closed["effect"], Value::Null, "a text proposal has no effect");
         let budget = open(&app, &admin, "coop", json!({ "type": "budget", "to": did_of(3), "amount": 5 })).await;

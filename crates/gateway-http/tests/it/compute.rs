@@ -95,8 +95,7 @@ async fn the_executor_protocol_checks_signatures() {
     app.post_as(&format!("/v1/compute/tasks/{id}/claim"), json!({}), &executor).await.assert_error(409, "CONFLICT");
 
     let output = json!({ "value": 6 });
-    let mut message = hex::decode(&task_hash).unwrap();
-    message.extend_from_slice(&Sha256::digest(br#"{"value":6}"#));
+    let message = v2_message(&task_hash, br#"{"value":6}"#, "success", 10, None);
     let good = hex::encode(key(3).0.sign(&message).to_bytes());
     let forged = hex::encode(key(9).0.sign(&message).to_bytes());
     let bad = app
@@ -178,11 +177,145 @@ async fn low_trust_cannot_submit() {
     assert_eq!(r.body["details"]["required"], 0.3);
 }
 
+/// The completion message of docs/COMPUTE.md, built here by hand from its description (not
+/// with the gateway's function) so that the two cannot drift apart unnoticed.
+fn v2_message(task_hash: &str, output_jcs: &[u8], outcome: &str, fuel_used: u64, error: Option<&str>) -> Vec<u8> {
+    let output = hex::encode(Sha256::digest(output_jcs));
+    let error = error.map_or("none".to_owned(), |e| hex::encode(Sha256::digest(e.as_bytes())));
+    format!(
+        "icn-compute-completion/v2\ntask_hash={task_hash}\noutput={output}\noutcome={outcome}\nfuel_used={fuel_used}\nerror={error}\n"
+    )
+    .into_bytes()
+}
+
 fn completion(seed: u8, task_hash: &str, output: &Value) -> Value {
-    let mut message = hex::decode(task_hash).unwrap();
     // One key: the compact JSON is its JCS form.
-    message.extend_from_slice(&Sha256::digest(serde_json::to_vec(output).unwrap()));
+    let message = v2_message(task_hash, &serde_json::to_vec(output).unwrap(), "success", 5, None);
     json!({ "output": output, "fuel_used": 5, "signature": hex::encode(key(seed).0.sign(&message).to_bytes()) })
+}
+
+/// A recorder counting `icn_compute_signatures_invalid_total`, installed for this thread only.
+#[derive(Default)]
+struct InvalidSignatures(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl InvalidSignatures {
+    fn count(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl metrics::Recorder for InvalidSignatures {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        if key.name() == "icn_compute_signatures_invalid_total" {
+            metrics::Counter::from_arc(self.0.clone())
+        } else {
+            metrics::Counter::noop()
+        }
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// The completion signature covers the outcome, the fuel and the error as well as the output:
+/// a signed result relabelled after signing is 400 and counted as an invalid signature; the
+/// old message (task hash bytes then the output digest) is no longer accepted. The test runs on
+/// one thread with a recorder of its own, so the counts are exactly this test's.
+#[test]
+fn a_completion_altered_after_signing_is_refused_and_counted() {
+    let recorder = InvalidSignatures::default();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    metrics::with_local_recorder(&recorder, || runtime.block_on(altered_completions(&recorder)));
+}
+
+async fn altered_completions(recorder: &InvalidSignatures) {
+    for app in TestApp::every_store().await {
+        let backend = app.backend;
+        let (_, m) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let submitted = app.post_as("/v1/compute/submit", task("3"), &m[0]).await;
+        let id = submitted.body["task_id"].as_str().unwrap().to_owned();
+        let task_hash = submitted.body["task_hash"].as_str().unwrap().to_owned();
+        let executor = app.token(3, "c1", &["compute:execute"]).await;
+        let claimed = app.post_as(&format!("/v1/compute/tasks/{id}/claim"), json!({}), &executor).await;
+        assert_eq!(claimed.status, StatusCode::OK, "{backend:?}: {}", claimed.body);
+        let complete = format!("/v1/compute/tasks/{id}/complete");
+        let output = json!({ "value": 6 });
+        let signed = |message: Vec<u8>| hex::encode(key(3).0.sign(&message).to_bytes());
+        // Signed as a failure with an error, after 40 fuel.
+        let failure = signed(v2_message(&task_hash, br#"{"value":6}"#, "failed", 40, Some("boom")));
+        let mut v1 = hex::decode(&task_hash).unwrap();
+        v1.extend_from_slice(&Sha256::digest(br#"{"value":6}"#));
+        let altered = [
+            json!({ "output": output, "fuel_used": 40, "outcome": "success", "error": "boom", "signature": failure }),
+            json!({ "output": output, "fuel_used": 1, "outcome": "failed", "error": "boom", "signature": failure }),
+            json!({ "output": output, "fuel_used": 40, "outcome": "failed", "error": "fine", "signature": failure }),
+            json!({ "output": output, "fuel_used": 40, "outcome": "failed", "signature": failure }),
+            json!({ "output": { "value": 7 }, "fuel_used": 40, "outcome": "failed", "error": "boom", "signature": failure }),
+            json!({ "output": output, "fuel_used": 40, "signature": signed(v1) }),
+        ];
+        for body in altered {
+            let before = recorder.count();
+            let refused = app.post_as(&complete, body.clone(), &executor).await;
+            refused.assert_error(400, "BAD_REQUEST");
+            assert!(refused.body["details"]["fields"]["signature"].is_array(), "{backend:?}: {}", refused.body);
+            assert_eq!(recorder.count(), before + 1, "{backend:?}: counted once: {body}");
+        }
+        let honest =
+            json!({ "output": output, "fuel_used": 40, "outcome": "failed", "error": "boom", "signature": failure });
+        let done = app.post_as(&complete, honest, &executor).await;
+        assert_eq!(done.status, StatusCode::OK, "{backend:?}: {}", done.body);
+        assert_eq!(done.body["status"], "failed");
+        assert_eq!(
+            done.body["result"],
+            json!({ "outcome": "failed", "output": { "value": 6 }, "error": "boom", "fuel_used": 40 })
+        );
+    }
+}
+
+/// A member with both scopes cannot execute its own task: neither claim it nor complete it,
+/// even with a signature that verifies. Another executor can.
+#[tokio::test]
+async fn an_executor_never_claims_or_completes_its_own_task() {
+    for app in TestApp::every_store().await {
+        let backend = app.backend;
+        let (_, _) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let both = app.token(2, "c1", &["compute:submit", "compute:execute"]).await;
+        let submitted = app.post_as("/v1/compute/submit", task("2"), &both).await;
+        assert_eq!(submitted.status, StatusCode::CREATED, "{backend:?}: {}", submitted.body);
+        let id = submitted.body["task_id"].as_str().unwrap().to_owned();
+        let task_hash = submitted.body["task_hash"].as_str().unwrap().to_owned();
+        let claim = app.post_as(&format!("/v1/compute/tasks/{id}/claim"), json!({}), &both).await;
+        claim.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(claim.body["details"], json!({ "reason": "own_task" }), "{backend:?}");
+        let own = completion(2, &task_hash, &json!({ "value": 4 }));
+        let complete = app.post_as(&format!("/v1/compute/tasks/{id}/complete"), own.clone(), &both).await;
+        complete.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(complete.body["details"], json!({ "reason": "own_task" }), "{backend:?}");
+        let task_now = app.get(&format!("/v1/compute/tasks/{id}"), &both).await;
+        assert_eq!(task_now.body["status"], "pending", "{backend:?}");
+        assert!(task_now.body["executor"].is_null(), "{backend:?}");
+
+        // Another executor claims it; the submitter still cannot complete it.
+        let executor = app.token(3, "c1", &["compute:execute"]).await;
+        let claimed = app.post_as(&format!("/v1/compute/tasks/{id}/claim"), json!({}), &executor).await;
+        assert_eq!(claimed.status, StatusCode::OK, "{backend:?}: {}", claimed.body);
+        let stolen = app.post_as(&format!("/v1/compute/tasks/{id}/complete"), own, &both).await;
+        assert_eq!(stolen.body["details"], json!({ "reason": "own_task" }), "{backend:?}");
+        let done = app
+            .post_as(
+                &format!("/v1/compute/tasks/{id}/complete"),
+                completion(3, &task_hash, &json!({ "value": 4 })),
+                &executor,
+            )
+            .await;
+        assert_eq!(done.status, StatusCode::OK, "{backend:?}: {}", done.body);
+    }
 }
 
 /// An executor needs trust 0.3 to claim; only the executor holding the claim may complete, and
@@ -220,12 +353,15 @@ async fn claiming_needs_trust_and_only_the_claimer_completes() {
         assert_eq!(claimed.status, StatusCode::OK, "{backend:?}: {}", claimed.body);
         assert_eq!(claimed.body["executor"], did_of(3));
 
-        // Others, each with a signature of their own that verifies: refused before anything.
+        // Others, each with a signature of their own that verifies: refused before anything (the
+        // submitter for its own reason: it may never execute its own task).
         let output = json!({ "value": 4 });
-        for (seed, token) in [(4, stranger), (1, &anchor), (2, submitter)] {
+        for (seed, token, reason) in
+            [(4, stranger, "not_the_executor"), (1, &anchor, "not_the_executor"), (2, submitter, "own_task")]
+        {
             let stolen = app.post_as(&complete, completion(seed, &task_hash, &output), token).await;
             stolen.assert_error(403, "AUTHORIZATION_FAILED");
-            assert_eq!(stolen.body["details"], json!({ "reason": "not_the_executor" }), "{backend:?} seed {seed}");
+            assert_eq!(stolen.body["details"], json!({ "reason": reason }), "{backend:?} seed {seed}");
         }
         let done = app.post_as(&complete, completion(3, &task_hash, &output), executor).await;
         assert_eq!(done.status, StatusCode::OK, "{backend:?}: {}", done.body);

@@ -107,8 +107,8 @@ async fn cors_production_allows_only_the_configured_origin() {
 }
 
 /// A browser can read every answer from the allowed origin, refusals included, and none from
-/// another: the policy's headers are on every kind of answer, with one `Vary` on each. In
-/// development every answer but a preflight also exposes every header.
+/// another: the policy's headers are on every kind of answer, with one `Vary` on each. In both
+/// modes every answer but a preflight names the headers a page may read.
 #[tokio::test]
 async fn cors_headers_are_on_every_answer_kind() {
     let origin = HeaderValue::from_static("https://coop.example");
@@ -133,7 +133,7 @@ async fn cors_headers_are_on_every_answer_kind() {
             let preflight = kind == "preflight";
             assert_eq!(h.contains_key(header::ACCESS_CONTROL_MAX_AGE), preflight && !development, "{kind}");
             let exposed = h.get(header::ACCESS_CONTROL_EXPOSE_HEADERS).map(|v| v.to_str().unwrap());
-            assert_eq!(exposed, (development && !preflight).then_some("*"), "{kind} from {from}");
+            assert_eq!(exposed, (!preflight).then_some(gateway_http::cors::EXPOSE_HEADERS), "{kind} from {from}");
         }
     }
     // Any OPTIONS request is a preflight, whatever its path or declared length.
@@ -143,7 +143,69 @@ async fn cors_headers_are_on_every_answer_kind() {
     let answer = app.send(odd).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_METHODS], "GET,POST,PUT,DELETE");
-    assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_HEADERS], "authorization,content-type");
+    assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_HEADERS], gateway_http::cors::ALLOW_HEADERS);
+}
+
+/// The names in a comma-separated header value, lower-cased.
+fn names(value: Option<&HeaderValue>) -> Vec<String> {
+    value.map(|v| v.to_str().unwrap().split(',').map(|n| n.trim().to_ascii_lowercase()).collect()).unwrap_or_default()
+}
+
+/// What a browser page of an allowed origin needs, in either mode (contract 10): its preflight
+/// admits every request header the API reads (by name: a wildcard does not cover
+/// `Authorization`), and the answers let it read the rate-limit headers, `Retry-After`, the
+/// request id and the event sequence.
+#[tokio::test]
+async fn both_modes_admit_the_api_request_headers_and_expose_its_answer_headers() {
+    let origin = "https://coop.example";
+    let production =
+        TestApp::with(false, gateway_http::CorsMode::Production { origin: Some(HeaderValue::from_static(origin)) })
+            .await;
+    let development = TestApp::with(false, gateway_http::CorsMode::Development).await;
+    let asked = [
+        "authorization",
+        "content-type",
+        "idempotency-key",
+        "signature",
+        "signature-input",
+        "content-digest",
+        "x-request-id",
+    ];
+    let readable = [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "retry-after",
+        "x-request-id",
+        "icn-event-seq",
+    ];
+    for (mode, app) in [("production", &production), ("development", &development)] {
+        let mut request = preflight(origin);
+        *request.uri_mut() = "/v1/ledger/c/payment".parse().unwrap();
+        request
+            .headers_mut()
+            .insert(header::ACCESS_CONTROL_REQUEST_HEADERS, HeaderValue::from_str(&asked.join(", ")).unwrap());
+        let answer = app.send(request).await;
+        assert_eq!(answer.status, StatusCode::OK, "{mode}");
+        assert!(answer.headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN), "{mode}");
+        let admitted = names(answer.headers.get(header::ACCESS_CONTROL_ALLOW_HEADERS));
+        for name in asked {
+            assert!(admitted.iter().any(|a| a == name), "{mode}: the preflight does not name {name}: {admitted:?}");
+        }
+        // An actual cross-origin request, authenticated, so that the rate-limit headers are on it.
+        let token = app.token(7, "cors", &["coop:read"]).await;
+        let mut actual = crate::support::build(Method::GET, "/v1/coops", None, Some(&token));
+        actual.headers_mut().insert(header::ORIGIN, HeaderValue::from_static(origin));
+        let answer = app.send(actual).await;
+        assert_eq!(answer.status, StatusCode::OK, "{mode}: {}", answer.body);
+        assert!(answer.headers.contains_key("x-ratelimit-remaining"), "{mode}");
+        assert!(answer.headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN), "{mode}");
+        let exposed = names(answer.headers.get(header::ACCESS_CONTROL_EXPOSE_HEADERS));
+        assert!(!exposed.iter().any(|e| e == "*"), "{mode}: named, not a wildcard: {exposed:?}");
+        for name in readable {
+            assert!(exposed.iter().any(|e| e == name), "{mode}: {name} is not exposed: {exposed:?}");
+        }
+    }
 }
 
 #[tokio::test]

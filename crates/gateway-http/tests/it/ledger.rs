@@ -246,6 +246,69 @@ async fn conversions_with_rates_fees_and_slippage_bounds() {
     assert_eq!(exchange.body["balances"], json!({ "hours": 10, "eur": -24.75 }), "each currency stays zero-sum");
 }
 
+/// A conversion quote is single-use and bound to the member who asked for it and to its amount
+/// (docs/API.md, "Conversion quotes"): another member's use is 403, another amount 400, a second
+/// use 409, and of two concurrent uses exactly one converts. A refused use leaves the quote
+/// usable. On every store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_quotes_are_single_use_and_bound_to_requester_and_amount() {
+    for app in TestApp::every_store().await {
+        let backend = app.backend;
+        let (admin, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let rate = json!({ "from_currency": "hours", "to_currency": "eur", "rate": 2 });
+        assert_eq!(app.post_as("/v1/oracle/rate", rate, &admin).await.status, StatusCode::CREATED, "{backend:?}");
+        let quote = |token: &str| {
+            let body = json!({ "amount": 10, "from_currency": "hours", "to_currency": "eur" });
+            let (app, token) = (&app, token.to_owned());
+            async move {
+                let answer = app.post_as("/v1/ledger/c1/payment/convert/quote", body, &token).await;
+                assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+                answer.body["quote_id"].as_str().unwrap().to_owned()
+            }
+        };
+        let convert = |payer: u8, amount: Value, quote_id: &str| {
+            json!({ "from": did_of(payer), "to": did_of(1), "amount": amount, "from_currency": "hours",
+                    "to_currency": "eur", "quote_id": quote_id })
+        };
+        let url = "/v1/ledger/c1/payment/convert";
+        let (alice, bob) = (&tokens[0], &tokens[1]);
+
+        // Bob presents Alice's quote: refused, and it stays Alice's.
+        let alices = quote(alice).await;
+        let stolen = app.post_as(url, convert(3, json!(10), &alices), bob).await;
+        stolen.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(stolen.body["details"], json!({ "reason": "quote_of_another_member" }), "{backend:?}");
+        // Alice with another amount, larger or smaller, or the same amount written otherwise.
+        for other in [json!(11), json!(9.999999), json!(1)] {
+            let wrong = app.post_as(url, convert(2, other.clone(), &alices), alice).await;
+            wrong.assert_error(400, "BAD_REQUEST");
+            assert!(wrong.body["details"]["fields"]["amount"].is_array(), "{backend:?} {other}: {}", wrong.body);
+        }
+        let once = app.post_as(url, convert(2, json!(10.0), &alices), alice).await;
+        assert_eq!(once.status, StatusCode::CREATED, "{backend:?}: the refusals left it usable: {}", once.body);
+        let twice = app.post_as(url, convert(2, json!(10), &alices), alice).await;
+        twice.assert_error(409, "CONFLICT");
+        assert!(twice.body["details"]["reason"].as_str().unwrap().contains("already used"), "{}", twice.body);
+        // Even its owner's failed second use did not move money: one conversion in the history.
+        let history = app.get("/v1/ledger/c1/history", alice).await;
+        let conversions =
+            history.body["transactions"].as_array().unwrap().iter().filter(|t| t["kind"] == "conversion").count();
+        assert_eq!(conversions, 1, "{backend:?}");
+
+        // Two concurrent uses of one quote: exactly one converts, the other is 409.
+        let racing = quote(alice).await;
+        let (a, b) = tokio::join!(
+            app.post_as(url, convert(2, json!(10), &racing), alice),
+            app.post_as(url, convert(2, json!(10), &racing), alice),
+        );
+        let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 409], "{backend:?}: {} / {}", a.body, b.body);
+        let balance = app.get(&format!("/v1/ledger/c1/balance/{}?currency=hours", did_of(2)), alice).await;
+        assert_eq!(balance.body["balance"], json!(-20), "{backend:?}: two conversions of 10, not three");
+    }
+}
+
 #[tokio::test]
 async fn payment_events_and_notifications_are_written_with_the_payment() {
     let app = TestApp::new().await;

@@ -7,6 +7,7 @@ mod auth;
 mod authority;
 mod compute;
 mod coops;
+mod decisions;
 mod edge;
 mod errors;
 mod front;

@@ -60,3 +60,54 @@ async fn notifications_are_scoped_to_the_tokens_coop() {
         assert_eq!(app.post_as("/notifications/read-all", json!({}), token_b).await.body, json!({ "marked": 1 }));
     }
 }
+
+async fn pay_member_2(app: &TestApp, amount: u32) {
+    let payer = app.token(1, "c1", &crate::support::ALL_SCOPES).await;
+    let body = json!({ "from": did_of(1), "to": did_of(2), "amount": amount });
+    let paid = app.post_as("/v1/ledger/c1/payment", body, &payer).await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
+}
+
+/// Member 2's `payment_received` notifications: their amounts (sorted), the items, and a
+/// fresh token.
+async fn received(app: &TestApp) -> (Vec<String>, serde_json::Value, String) {
+    let payee = app.token(2, "c1", &crate::support::MEMBER_SCOPES).await;
+    let list = app.get("/v1/notifications?limit=100", &payee).await;
+    let mut amounts: Vec<String> = list.body["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == "payment_received")
+        .map(|n| n["data"]["amount"].to_string())
+        .collect();
+    amounts.sort();
+    (amounts, list.body["notifications"].clone(), payee)
+}
+
+/// Notifications do not grow without bound: a read one goes 30 days after it was read, any
+/// one 90 days after it was made; unread and recent ones stay.
+#[tokio::test]
+async fn old_notifications_are_pruned() {
+    for app in TestApp::every_store().await {
+        eprintln!("store: {:?}", app.backend);
+        app.coop_with_members("c1", 1, &[2]).await;
+        let day = 86_400;
+        pay_member_2(&app, 1).await;
+        pay_member_2(&app, 2).await;
+        // The first is read now.
+        let (_, items, payee) = received(&app).await;
+        let first = items.as_array().unwrap().iter().find(|n| n["data"]["amount"] == 1).unwrap();
+        let uri = format!("/v1/notifications/{}/read", first["id"].as_str().unwrap());
+        let read = app.post_as(&uri, json!({}), &payee).await;
+        assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+
+        app.clock.advance_secs(31 * day);
+        pay_member_2(&app, 3).await;
+        assert!(app.state.notifications.prune_old().await.unwrap() >= 1);
+        assert_eq!(received(&app).await.0, ["2", "3"], "the read one went after 30 days; the unread one stays");
+
+        app.clock.advance_secs(60 * day);
+        app.state.notifications.prune_old().await.unwrap();
+        assert_eq!(received(&app).await.0, ["3"], "any one goes after 90 days");
+    }
+}

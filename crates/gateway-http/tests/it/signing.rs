@@ -83,6 +83,9 @@ async fn signed_payments_and_votes_keep_evidence_anyone_can_verify_on_every_stor
         assert_eq!(history.body["transactions"][0]["request_signature"], *evidence, "{:?}", app.backend);
         let stored: gateway_core::RequestSignature = serde_json::from_value(evidence.clone()).unwrap();
         assert_eq!(gateway_httpsig::verify_evidence(&stored).unwrap().as_str(), did_of(1));
+        // It keeps the exact signed bytes, which is what binds it to the record.
+        let kept = gateway_httpsig::evidence_body(&stored).unwrap().expect("the body is kept");
+        assert_eq!(serde_json::from_slice::<Value>(&kept).unwrap(), pay(1, 2, 5), "{:?}", app.backend);
         // An unsigned payment carries none.
         let plain = app.post_as("/v1/ledger/c1/payment", pay(2, 1, 1), &members[0]).await;
         assert_eq!(plain.status, StatusCode::CREATED);
@@ -106,6 +109,49 @@ async fn signed_payments_and_votes_keep_evidence_anyone_can_verify_on_every_stor
             serde_json::from_value(signed_voter["request_signature"].clone()).unwrap();
         assert_eq!(gateway_httpsig::verify_evidence(&evidence).unwrap().as_str(), did_of(1));
         assert!(unsigned_voter.get("request_signature").is_none());
+    }
+}
+
+/// A signed batch of 50 payments keeps its body once: one `signed_bodies` row, every history
+/// item of the batch served the whole body (which verifies), and the `PaymentCreated` events
+/// carrying the evidence without it.
+#[tokio::test]
+async fn a_signed_batch_keeps_its_body_once_and_every_item_serves_it() {
+    use gateway_domain::ports::EventReads;
+    for app in TestApp::every_store().await {
+        let (admin, _) = app.coop_with_members("c1", 1, &[2]).await;
+        let payments: Vec<Value> = (0..50).map(|i| pay(1, 2, 1 + i % 3)).collect();
+        let batch = json!({ "payments": payments, "atomic": true });
+        let signer = Signer::of(1, "nonce-batch-000000000001");
+        let uri = "/v1/ledger/c1/payments/batch";
+        let response = app.send(signer.request(Method::POST, uri, &admin, Some(&batch))).await;
+        assert_eq!(response.status, StatusCode::OK, "{:?}: {}", app.backend, response.body);
+        assert_eq!(response.body["succeeded"], 50, "{}", response.body);
+        let kept = gateway_store::testing::signed_body_count(&app.store).await.unwrap();
+        assert_eq!(kept, 1, "{:?}: the batch's body is kept once", app.backend);
+
+        let history = app.get("/v1/ledger/c1/history?limit=100", &admin).await;
+        let items = history.body["transactions"].as_array().unwrap();
+        assert_eq!(items.len(), 50, "{:?}: {}", app.backend, history.body);
+        for item in items {
+            let evidence: gateway_core::RequestSignature =
+                serde_json::from_value(item["request_signature"].clone()).unwrap();
+            assert_eq!(evidence.path, uri);
+            assert_eq!(gateway_httpsig::verify_evidence(&evidence).unwrap().as_str(), did_of(1));
+            let body = gateway_httpsig::evidence_body(&evidence).unwrap().expect("the body is served");
+            assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), batch, "{:?}", app.backend);
+        }
+
+        let coop = gateway_core::CoopId::parse("c1").unwrap();
+        let events = app.store.events_after(&coop, 0, 1000).await.unwrap();
+        let created: Vec<Value> =
+            events.iter().filter(|e| e.event_type == "PaymentCreated").map(|e| e.data.to_value()).collect();
+        assert_eq!(created.len(), 50, "{:?}", app.backend);
+        for data in created {
+            let evidence = &data["request_signature"];
+            assert_eq!(evidence["path"], uri, "{data}");
+            assert!(evidence.get("body").is_none(), "{:?}: an event carries no body: {data}", app.backend);
+        }
     }
 }
 
@@ -234,4 +280,123 @@ async fn eight_replays_of_one_signed_request_at_once_pay_once() {
     statuses.sort_unstable();
     assert_eq!(statuses, [201, 401, 401, 401, 401, 401, 401, 401]);
     assert_eq!(app.get("/v1/ledger/c1/history", &admin).await.body["pagination"]["total"], 1);
+}
+
+/// The trust graph is one for the whole network: a member of a coop that requires signatures
+/// cannot change a trust edge unsigned by logging in to another coop that does not.
+#[tokio::test]
+async fn a_trust_edge_needs_a_signature_whichever_coop_the_token_is_for() {
+    for app in TestApp::every_store().await {
+        eprintln!("store: {:?}", app.backend);
+        let (admin, _) = app.coop_with_members("c1", 1, &[2]).await;
+        let (other_admin, _) = app.coop_with_members("c2", 5, &[2, 6]).await;
+        let turned_on = app
+            .call(Method::PUT, "/v1/coops/c1/settings", Some(json!({ "require_signed_requests": true })), Some(&admin))
+            .await;
+        assert_eq!(turned_on.status, StatusCode::OK, "{}", turned_on.body);
+        let in_c2 = app.token(2, "c2", &crate::support::MEMBER_SCOPES).await;
+        let edge = json!({ "target_did": did_of(6), "score": 0.8 });
+        assert_refused(&app.post_as("/v1/trust/edges", edge.clone(), &in_c2).await, "signature_required");
+        let short = json!({ "target_did": did_of(6), "score": 0.8 });
+        assert_refused(&app.post_as("/trust/edge", short, &in_c2).await, "signature_required");
+        let revoke = app.call(Method::DELETE, &format!("/v1/trust/edges/{}", did_of(6)), None, Some(&in_c2)).await;
+        assert_refused(&revoke, "signature_required");
+        // Signed, the same change is accepted with the same token.
+        let signed = Signer::of(2, "nonce-trust-edge-0001");
+        let set = app.send(signed.request(Method::POST, "/v1/trust/edges", &in_c2, Some(&edge))).await;
+        assert_eq!(set.status.as_u16() / 100, 2, "{}", set.body);
+        // Somebody in no coop that requires signatures changes edges unsigned as before.
+        let member_of_c2_only = app.token(6, "c2", &crate::support::MEMBER_SCOPES).await;
+        let theirs = json!({ "target_did": did_of(2), "score": 0.5 });
+        let unsigned = app.post_as("/v1/trust/edges", theirs, &member_of_c2_only).await;
+        assert_eq!(unsigned.status.as_u16() / 100, 2, "{}", unsigned.body);
+        drop(other_admin);
+    }
+}
+
+/// Contract 11: a nonce is 16 to 64 characters of the base64url alphabet. A hostile client
+/// sending a 65-character or a 60,000-character nonce (which the gateway would otherwise hold
+/// for the signature's lifetime), or one with a character outside the alphabet, is refused as
+/// `signature_invalid`, pays nothing and leaves nothing remembered; 64 characters pass.
+#[tokio::test]
+async fn an_overlong_or_non_base64url_nonce_is_refused_as_invalid() {
+    let app = TestApp::new().await;
+    let (admin, _) = app.coop_with_members("c1", 1, &[2]).await;
+    let uri = "/v1/ledger/c1/payment";
+    let body = pay(1, 2, 5);
+    for nonce in ["n".repeat(65), "n".repeat(60_000), "nonce.0123456789ab".to_owned(), "nonce+0123456789/=".to_owned()]
+    {
+        let signer = Signer::of(1, &nonce);
+        let refused = app.send(signer.request(Method::POST, uri, &admin, Some(&body))).await;
+        assert_refused(&refused, "signature_invalid");
+    }
+    assert_eq!(app.get("/v1/ledger/c1/history", &admin).await.body["pagination"]["total"], 0);
+    let longest = Signer::of(1, &"N".repeat(64));
+    let paid = app.send(longest.request(Method::POST, uri, &admin, Some(&body))).await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
+    assert_refused(&app.send(longest.request(Method::POST, uri, &admin, Some(&body))).await, "nonce_replayed");
+}
+
+/// A gateway that restarts has lost its memory of nonces: the same signed payment sent again
+/// after the restart (its `created` before the new process began) is refused as
+/// `signature_expired`, and is not paid twice; a fresh signature is accepted.
+#[tokio::test]
+async fn a_signed_payment_replayed_after_a_restart_is_refused() {
+    for app in TestApp::every_store().await {
+        if app.backend == crate::support::Backend::Memory {
+            continue; // nothing survives its restart, the payer included
+        }
+        let backend = app.backend;
+        let (admin, _) = app.coop_with_members("c1", 1, &[2]).await;
+        let uri = "/v1/ledger/c1/payment";
+        let signer = Signer::of(1, "nonce-restart-0000001");
+        let paid = app.send(signer.request(Method::POST, uri, &admin, Some(&pay(1, 2, 5)))).await;
+        assert_eq!(paid.status, StatusCode::CREATED, "{backend:?}: {}", paid.body);
+        // Restarted within the same second as the signature was made.
+        app.clock.advance_millis(400);
+        let app = app.restart().await;
+        let replayed = app.send(signer.request(Method::POST, uri, &admin, Some(&pay(1, 2, 5)))).await;
+        assert_refused(&replayed, "signature_expired");
+        assert!(replayed.body["error"].as_str().unwrap().contains("sign the request again"), "{}", replayed.body);
+        assert_eq!(app.get("/v1/ledger/c1/history", &admin).await.body["pagination"]["total"], 1, "{backend:?}");
+        app.clock.advance_millis(600);
+        let fresh = Signer { created: START + 1, ..Signer::of(1, "nonce-restart-0000002") };
+        let paid = app.send(fresh.request(Method::POST, uri, &admin, Some(&pay(1, 2, 5)))).await;
+        assert_eq!(paid.status, StatusCode::CREATED, "{backend:?}: {}", paid.body);
+    }
+}
+
+/// A signer may hold at most `MAX_NONCES_PER_SIGNER` unexpired nonces: past it, a signed request
+/// is 429 `RATE_LIMIT_EXCEEDED` with `Retry-After` until its oldest nonce expires (none is
+/// forgotten to make room), and another signer is not affected.
+#[tokio::test]
+async fn a_signer_holding_too_many_nonces_is_told_to_wait() {
+    let app = TestApp::new().await;
+    let (admin, members) = app.coop_with_members("c1", 1, &[2]).await;
+    let uri = "/v1/ledger/c1/history?limit=1";
+    let bound = gateway_auth::MAX_NONCES_PER_SIGNER;
+    for n in 0..bound {
+        if n % 500 == 0 {
+            app.limiter_clock.advance(std::time::Duration::from_secs(60));
+        }
+        let signer = Signer { lifetime: 300, ..Signer::of(1, &format!("nonce-bound-{n:08}")) };
+        let answer = app.send(signer.request(Method::GET, uri, &admin, None)).await;
+        assert_eq!(answer.status, StatusCode::OK, "request {n}: {}", answer.body);
+    }
+    app.limiter_clock.advance(std::time::Duration::from_secs(60));
+    app.clock.advance_secs(10);
+    let one_more = Signer { created: START + 10, ..Signer::of(1, "nonce-bound-one-more") };
+    let refused = app.send(one_more.request(Method::GET, uri, &admin, None)).await;
+    refused.assert_error(429, "RATE_LIMIT_EXCEEDED");
+    assert_eq!(refused.body["details"]["limit"], bound as u64, "{}", refused.body);
+    assert_eq!(refused.body["details"]["retry_after_secs"], 290, "{}", refused.body);
+    assert_eq!(refused.headers["retry-after"], "290");
+    let first_again = Signer { lifetime: 300, ..Signer::of(1, "nonce-bound-00000000") };
+    assert_refused(&app.send(first_again.request(Method::GET, uri, &admin, None)).await, "nonce_replayed");
+    let neighbour = Signer { created: START + 10, ..Signer::of(2, "nonce-bound-neighbour") };
+    assert_eq!(app.send(neighbour.request(Method::GET, uri, &members[0], None)).await.status, StatusCode::OK);
+    // Once the oldest expired, the signer is served again.
+    app.clock.advance_secs(290);
+    let later = Signer { created: START + 300, ..Signer::of(1, "nonce-bound-one-more") };
+    assert_eq!(app.send(later.request(Method::GET, uri, &admin, None)).await.status, StatusCode::OK);
 }

@@ -165,6 +165,7 @@ impl TestApp {
             membership_ttl,
             receipt_keys,
             cluster: None,
+            nonces: None,
         };
         let state = gateway_http::state::assemble(store, options.clone()).await.unwrap();
         Some(Self {

@@ -18,12 +18,20 @@ pub const ACCEPT_SIGNATURE: &str = r#"sig1=("@method" "@authority" "@path" "cont
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {
     /// Malformed, of another algorithm, a key that is not the DID's, a bad signature, a nonce
-    /// too short, a lifetime too long.
+    /// too short, too long or not of the base64url alphabet, a lifetime too long.
     #[error("the request signature is invalid")]
     SignatureInvalid,
     /// `expires` has passed, or `created` is more than the allowed skew in the past.
     #[error("the request signature has expired")]
     SignatureExpired,
+    /// `created` is before the time from which the receiver remembers every nonce (it
+    /// restarted, or its shared nonce memory lost its data): the nonce may have been accepted
+    /// already and forgotten since, so the signature is refused, as expired. Signing again
+    /// (a new `created`, a new nonce) succeeds.
+    #[error(
+        "the request signature was created before the gateway's memory of used nonces begins (a restart, or its Redis lost its data): sign the request again"
+    )]
+    PredatesNonceMemory,
     /// The nonce was already accepted.
     #[error("the request signature's nonce was already used")]
     NonceReplayed,
@@ -42,10 +50,12 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// Every failure, in declaration order (metrics register each reason up front).
-    pub const ALL: [Failure; 7] = [
+    /// Every failure, in declaration order (metrics register each reason up front; two
+    /// failures share `signature_expired`).
+    pub const ALL: [Failure; 8] = [
         Failure::SignatureInvalid,
         Failure::SignatureExpired,
+        Failure::PredatesNonceMemory,
         Failure::NonceReplayed,
         Failure::DigestMismatch,
         Failure::KeyidMismatch,
@@ -57,7 +67,7 @@ impl Failure {
     pub const fn reason(self) -> &'static str {
         match self {
             Failure::SignatureInvalid => "signature_invalid",
-            Failure::SignatureExpired => "signature_expired",
+            Failure::SignatureExpired | Failure::PredatesNonceMemory => "signature_expired",
             Failure::NonceReplayed => "nonce_replayed",
             Failure::DigestMismatch => "digest_mismatch",
             Failure::KeyidMismatch => "keyid_mismatch",
@@ -76,14 +86,29 @@ pub struct Limits {
     pub max_lifetime_secs: u64,
     /// The shortest nonce, characters.
     pub min_nonce_len: usize,
+    /// The longest nonce, characters: the receiver remembers every nonce for the signature's
+    /// lifetime, so its size is the client's to choose only within this bound.
+    pub max_nonce_len: usize,
 }
 
 impl Default for Limits {
-    /// Contract 11: `created` within 60 s, a lifetime of at most 300 s, nonces of 16 characters
-    /// or more.
+    /// Contract 11: `created` within 60 s, a lifetime of at most 300 s, nonces of 16 to 64
+    /// characters (of the base64url alphabet, [`is_nonce_char`]).
     fn default() -> Self {
-        Self { clock_skew_secs: 60, max_lifetime_secs: 300, min_nonce_len: 16 }
+        Self { clock_skew_secs: 60, max_lifetime_secs: 300, min_nonce_len: 16, max_nonce_len: 64 }
     }
+}
+
+/// Whether `byte` is of the base64url alphabet (`A-Z a-z 0-9 - _`), the only characters a
+/// nonce may have (contract 11).
+pub const fn is_nonce_char(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
+}
+
+/// Whether `nonce` is of the profile: `limits`' length, the base64url alphabet.
+fn nonce_allowed(nonce: &str, limits: &Limits) -> bool {
+    // ASCII only, so bytes are characters.
+    (limits.min_nonce_len..=limits.max_nonce_len).contains(&nonce.len()) && nonce.bytes().all(is_nonce_char)
 }
 
 /// A signature that verified.
@@ -93,6 +118,8 @@ pub struct Verified {
     pub keyid: Did,
     /// Its nonce, which the receiver must accept only once while `expires` has not passed.
     pub nonce: String,
+    /// When the signature was made, Unix seconds (the signer's word; within the skew of now).
+    pub created: u64,
     /// When the signature expires, Unix seconds.
     pub expires: u64,
     /// What the request leaves as evidence.
@@ -178,7 +205,7 @@ pub fn verify(
     let created = integer(params, "created")?;
     let expires = integer(params, "expires")?;
     let nonce = string(params, "nonce").ok_or(Failure::SignatureInvalid)?;
-    if nonce.chars().count() < limits.min_nonce_len
+    if !nonce_allowed(nonce, &limits)
         || expires < created
         || expires - created > limits.max_lifetime_secs
         || created > now + limits.clock_skew_secs
@@ -212,8 +239,9 @@ pub fn verify(
         authority: message.authority.to_owned(),
         path: message.path.to_owned(),
         query: message.query.map(str::to_owned),
+        body: Some(base64::engine::general_purpose::STANDARD.encode(body).into()),
     };
-    Ok(Verified { keyid, nonce: nonce.to_owned(), expires, evidence })
+    Ok(Verified { keyid, nonce: nonce.to_owned(), created, expires, evidence })
 }
 
 /// The combined value of a header field of `message`.
@@ -261,9 +289,13 @@ fn check(message: &Message<'_>, selected: &Selected, signer: &Did) -> Result<(),
 }
 
 /// Verifies stored evidence offline: the signature over the recorded method, authority, path,
-/// query and `Content-Digest`, by the key of the DID in its `keyid`, whatever the time now.
-/// Returns the signer. (The body is not part of the evidence; its digest is, and it is signed.)
+/// query and `Content-Digest`, by the key of the DID in its `keyid`, whatever the time now, and
+/// the recorded `body` against that `Content-Digest` (a body that is not the signed one is
+/// `DigestMismatch`; a non-empty body without a covered digest is `ComponentsMissing`).
+/// Returns the signer. Evidence kept without a body (`body: None`, before the gateway stored
+/// bodies) verifies on its signature alone; [`evidence_body`] tells the two apart.
 pub fn verify_evidence(evidence: &RequestSignature) -> Result<Did, Failure> {
+    evidence_body(evidence)?;
     let selected = select(&evidence.signature_input, &evidence.signature)?;
     let keyid = Did::parse(string(&selected.input.params, "keyid").ok_or(Failure::SignatureInvalid)?)
         .map_err(|_| Failure::SignatureInvalid)?;
@@ -279,6 +311,23 @@ pub fn verify_evidence(evidence: &RequestSignature) -> Result<Did, Failure> {
     Ok(keyid)
 }
 
+/// The signed body bytes the evidence keeps, checked against its `Content-Digest`: `None` when
+/// the evidence holds no body (kept before bodies were stored), an error when `body` is not
+/// base64 (`SignatureInvalid`), is not the digested bytes (`DigestMismatch`), or is not empty
+/// while no digest was recorded (`ComponentsMissing`). It does not check the signature:
+/// [`verify_evidence`] does both.
+pub fn evidence_body(evidence: &RequestSignature) -> Result<Option<Vec<u8>>, Failure> {
+    let Some(text) = &evidence.body else { return Ok(None) };
+    let body =
+        base64::engine::general_purpose::STANDARD.decode(text.as_bytes()).map_err(|_| Failure::SignatureInvalid)?;
+    match &evidence.content_digest {
+        Some(digest) => check_content_digest(digest, &body)?,
+        None if body.is_empty() => {}
+        None => return Err(Failure::ComponentsMissing),
+    }
+    Ok(Some(body))
+}
+
 /// What to sign with.
 #[derive(Debug, Clone)]
 pub struct SignOptions<'a> {
@@ -288,7 +337,7 @@ pub struct SignOptions<'a> {
     pub created: u64,
     /// Unix seconds, after `created` and at most 300 s later.
     pub expires: u64,
-    /// A random value of at least 16 characters.
+    /// A random value of 16 to 64 characters of the base64url alphabet (`A-Z a-z 0-9 - _`).
     pub nonce: &'a str,
     /// The signer's DID (`did:key:…` or `did:icn:…`).
     pub keyid: &'a str,

@@ -1,5 +1,7 @@
 //! The profile against RFC 9421's own Ed25519 vector, and every failure reason of contract 11.
 
+use base64::Engine;
+
 use super::*;
 use crate::base::signature_base;
 
@@ -103,9 +105,38 @@ fn a_signed_request_verifies_and_leaves_verifiable_evidence() {
     let mut tampered = verified.evidence.clone();
     tampered.path = "/v1/ledger/other/payment".into();
     assert_eq!(verify_evidence(&tampered), Err(Failure::SignatureInvalid));
-    let mut tampered = verified.evidence;
+    let mut tampered = verified.evidence.clone();
     tampered.content_digest = Some(content_digest(b"{}"));
+    // The kept body is not the bytes of that digest: refused before the signature is looked at.
+    assert_eq!(verify_evidence(&tampered), Err(Failure::DigestMismatch));
+    // With the body swapped to match, the signature (over the original digest) fails.
+    tampered.body = Some(base64::engine::general_purpose::STANDARD.encode(b"{}").into());
     assert_eq!(verify_evidence(&tampered), Err(Failure::SignatureInvalid));
+}
+
+/// The evidence keeps the exact signed bytes; a body changed after the fact no longer matches
+/// the signed digest, and one that is not base64 is refused too.
+#[test]
+fn evidence_keeps_the_signed_body_and_refuses_another() {
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let (key, did) = member_key(1);
+    let verified = verify_as(&signed(&key, &did), BODY, &did, NOW + 5).unwrap();
+    assert_eq!(verified.evidence.body.as_deref(), Some(b64(BODY).as_str()));
+    assert_eq!(evidence_body(&verified.evidence), Ok(Some(BODY.to_vec())));
+    let mut tampered = verified.evidence.clone();
+    let mut other = BODY.to_vec();
+    other.push(b' ');
+    tampered.body = Some(b64(&other).into());
+    assert_eq!(verify_evidence(&tampered), Err(Failure::DigestMismatch));
+    tampered.body = Some("not base64!".into());
+    assert_eq!(verify_evidence(&tampered), Err(Failure::SignatureInvalid));
+    let mut undigested = verified.evidence.clone();
+    undigested.content_digest = None;
+    assert_eq!(evidence_body(&undigested), Err(Failure::ComponentsMissing));
+    let mut old = verified.evidence;
+    old.body = None;
+    assert_eq!(evidence_body(&old), Ok(None));
+    assert_eq!(verify_evidence(&old), Ok(did), "evidence kept before bodies were stored");
 }
 
 #[test]
@@ -128,7 +159,7 @@ fn every_failure_has_its_reason() {
         sign(&payment(&[]), BODY, &key, &SignOptions { expires: NOW + 301, ..options(did.as_str()) }).unwrap();
     assert_eq!(verify_as(&too_long, BODY, &did, NOW).unwrap_err(), Failure::SignatureInvalid);
     let short =
-        sign(&payment(&[]), BODY, &key, &SignOptions { nonce: "fifteen-chars!!", ..options(did.as_str()) }).unwrap();
+        sign(&payment(&[]), BODY, &key, &SignOptions { nonce: "fifteen-chars00", ..options(did.as_str()) }).unwrap();
     assert_eq!(verify_as(&short, BODY, &did, NOW).unwrap_err(), Failure::SignatureInvalid);
     // Signed by another key than the keyid's.
     let (wrong_key, _) = member_key(3);
@@ -157,6 +188,7 @@ fn every_failure_has_its_reason() {
     for (failure, reason) in [
         (Failure::SignatureInvalid, "signature_invalid"),
         (Failure::SignatureExpired, "signature_expired"),
+        (Failure::PredatesNonceMemory, "signature_expired"),
         (Failure::NonceReplayed, "nonce_replayed"),
         (Failure::DigestMismatch, "digest_mismatch"),
         (Failure::KeyidMismatch, "keyid_mismatch"),
@@ -165,6 +197,37 @@ fn every_failure_has_its_reason() {
     ] {
         assert_eq!(failure.reason(), reason);
     }
+}
+
+/// Contract 11: a nonce is 16 to 64 characters of the base64url alphabet; a longer one (which
+/// the receiver would have to remember for minutes) or one with any other character is refused
+/// before the signature is even checked, as `signature_invalid`, and a good one verifies.
+#[test]
+fn nonces_are_16_to_64_base64url_characters() {
+    let (key, did) = member_key(6);
+    let attempt = |nonce: &str| {
+        let signed = sign(&payment(&[]), BODY, &key, &SignOptions { nonce, ..options(did.as_str()) }).unwrap();
+        verify_as(&signed, BODY, &did, NOW).map(|verified| verified.nonce)
+    };
+    let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for len in [16, 17, 63, 64] {
+        let nonce = &alphabet[..len];
+        assert_eq!(attempt(nonce).as_deref(), Ok(nonce), "{len} characters");
+    }
+    assert_eq!(attempt(&alphabet[48..]).as_deref(), Ok("wxyz0123456789-_"), "digits, '-' and '_'");
+    for len in [0, 1, 15, 65, 200, 60_000] {
+        let nonce = "a".repeat(len);
+        assert_eq!(attempt(&nonce), Err(Failure::SignatureInvalid), "{len} characters");
+    }
+    // Characters of base64 but not base64url, padding, and others a Structured Field string
+    // allows, each in an otherwise good 16-character nonce.
+    for bad in ['+', '/', '=', '.', '~', '!', ' ', '%', ':', '"', '\\'] {
+        let nonce = format!("0123456789abcde{bad}");
+        assert_eq!(nonce.len(), 16);
+        assert_eq!(attempt(&nonce), Err(Failure::SignatureInvalid), "{nonce:?}");
+    }
+    // What the SDK sends (32 hex digits) is of the profile.
+    assert!(attempt("0123456789abcdef0123456789abcdef").is_ok());
 }
 
 /// A signer may order its parameters differently (the Python library writes

@@ -1,5 +1,6 @@
 //! Every denial, and only a denial, increments `icn_gateway_rate_limit_exceeded_total` under
-//! its layer's label.
+//! its layer's label; every violation counts in `icn_misbehavior_violations_total`, and
+//! `icn_misbehavior_quarantined_peers` follows the quarantines, down as well as up.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -7,20 +8,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gateway_limits::{
-    DidTier, ManualClock, RATE_LIMIT_EXCEEDED_TOTAL, TrustClass, VelocityLimiter, did_limiter, ip_limiter, ip_quota,
+    DidTier, ManualClock, Misbehavior, QuarantinePolicy, RATE_LIMIT_EXCEEDED_TOTAL, TrustClass, VelocityLimiter,
+    Violation, did_limiter, ip_limiter, ip_quota,
 };
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 
-/// A recorder keeping counters in memory, installed for one closure at a time.
+/// A recorder keeping counters and gauges in memory, installed for one closure at a time.
 #[derive(Default)]
 struct CountingRecorder {
     counters: Mutex<HashMap<Key, Arc<AtomicU64>>>,
+    gauges: Mutex<HashMap<Key, Arc<AtomicU64>>>,
 }
 
 impl CountingRecorder {
     fn denials(&self, layer: &'static str) -> u64 {
         let key = Key::from_parts(RATE_LIMIT_EXCEEDED_TOTAL, vec![Label::new("layer", layer)]);
         self.counters.lock().unwrap().get(&key).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn counter(&self, key: Key) -> u64 {
+        self.counters.lock().unwrap().get(&key).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn gauge(&self, name: &'static str) -> Option<f64> {
+        let key = Key::from_name(name);
+        self.gauges.lock().unwrap().get(&key).map(|g| f64::from_bits(g.load(Ordering::SeqCst)))
     }
 }
 
@@ -34,8 +46,9 @@ impl Recorder for CountingRecorder {
         Counter::from_arc(counters.entry(key.clone()).or_default().clone())
     }
 
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        let mut gauges = self.gauges.lock().unwrap();
+        Gauge::from_arc(gauges.entry(key.clone()).or_default().clone())
     }
 
     fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
@@ -73,4 +86,41 @@ fn each_layer_counts_its_denials() {
     assert_eq!(recorder.denials("ip"), 2);
     assert_eq!(recorder.denials("did"), 1);
     assert_eq!(recorder.denials("velocity"), 1);
+}
+
+/// Violations that cannot quarantine still count in the metric; the gauge of quarantined
+/// addresses rises when one begins and falls when it expires.
+#[test]
+fn violations_count_and_the_quarantine_gauge_follows_expiry() {
+    use gateway_limits::misbehavior::{AUTO_BANS_TOTAL, QUARANTINED_PEERS, VIOLATIONS_TOTAL};
+    let recorder = CountingRecorder::default();
+    let clock = ManualClock::new();
+    let policy = QuarantinePolicy {
+        threshold: std::num::NonZeroU32::new(3).unwrap(),
+        window: std::time::Duration::from_secs(300),
+        quarantine: std::time::Duration::from_secs(900),
+    };
+    let tracker = Misbehavior::new(clock.clone(), policy);
+    let client: IpAddr = "203.0.113.50".parse().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        for _ in 0..10 {
+            assert_eq!(tracker.record(client, Violation::WsProtocol), None);
+            assert_eq!(tracker.record(client, Violation::OversizedBody), None);
+        }
+        assert_eq!(tracker.export_quarantined_now(), 0);
+        for _ in 0..3 {
+            tracker.record(client, Violation::ForgedToken);
+        }
+    });
+    let violations = |kind: Violation| {
+        recorder.counter(Key::from_parts(VIOLATIONS_TOTAL, vec![Label::new("violation_type", kind.as_str())]))
+    };
+    assert_eq!(violations(Violation::WsProtocol), 10);
+    assert_eq!(violations(Violation::OversizedBody), 10);
+    assert_eq!(violations(Violation::ForgedToken), 3);
+    assert_eq!(recorder.counter(Key::from_name(AUTO_BANS_TOTAL)), 1);
+    assert_eq!(recorder.gauge(QUARANTINED_PEERS), Some(1.0), "set when the quarantine began");
+    clock.advance(std::time::Duration::from_secs(900));
+    metrics::with_local_recorder(&recorder, || assert_eq!(tracker.export_quarantined_now(), 0));
+    assert_eq!(recorder.gauge(QUARANTINED_PEERS), Some(0.0), "down once it expired");
 }

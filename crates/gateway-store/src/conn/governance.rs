@@ -299,6 +299,16 @@ impl GovTx for Conn<'_> {
         row.map(proposal_from_row).transpose()
     }
 
+    async fn proposal_times_by_author(&mut self, coop: &CoopId, author: &Did, since: u64) -> Result<Vec<u64>, Error> {
+        let times: Vec<i64> = self
+            .fetch_all(
+                "SELECT created_at FROM proposals WHERE coop_id = $1 AND author = $2 AND created_at >= $3",
+                args![coop.as_str(), author.as_str(), to_i64(since)?],
+            )
+            .await?;
+        Ok(times.into_iter().map(to_u64).collect())
+    }
+
     async fn insert_proposal(&mut self, p: &ProposalRecord) -> Result<(), Error> {
         let sql = format!(
             "INSERT INTO proposals ({PROPOSAL_COLUMNS}) \
@@ -341,7 +351,7 @@ impl GovTx for Conn<'_> {
         self.execute(
             "UPDATE proposals \
              SET status = $3, opened_at = $4, closes_at = $5, closed_at = $6, outcome = $7, tally_for = $8, \
-                 tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12 \
+                 tally_against = $9, tally_abstain = $10, receipt_unavailable = $11, effect = $12, rule = $13 \
              WHERE coop_id = $1 AND id = $2",
             args![
                 p.coop_id.as_str(),
@@ -355,7 +365,8 @@ impl GovTx for Conn<'_> {
                 a,
                 ab,
                 p.receipt_unavailable.as_deref(),
-                p.effect.as_ref().map(effect_to_json)
+                p.effect.as_ref().map(effect_to_json),
+                &p.rule
             ],
         )
         .await
@@ -376,13 +387,17 @@ impl GovTx for Conn<'_> {
                 args![proposal_id, voter.as_str()],
             )
             .await?;
+        let evidence = match signature {
+            Some(signature) => Some(self.evidence_json(signature).await?),
+            None => None,
+        };
         self.execute(
             "INSERT INTO votes (proposal_id, voter, choice, cast_at, request_signature) \
              VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (proposal_id, voter) \
              DO UPDATE SET choice = excluded.choice, cast_at = excluded.cast_at, \
              request_signature = excluded.request_signature",
-            args![proposal_id, voter.as_str(), choice, to_i64(at)?, signature.map(super::evidence_json).transpose()?],
+            args![proposal_id, voter.as_str(), choice, to_i64(at)?, evidence],
         )
         .await
         .map(|_| ())?;
@@ -401,9 +416,14 @@ impl GovTx for Conn<'_> {
                 args![proposal_id],
             )
             .await?;
-        rows.into_iter()
-            .map(|(voter, signature)| Ok((parse_did(&voter)?, super::parse_evidence(&signature)?)))
-            .collect()
+        let mut voters = Vec::with_capacity(rows.len());
+        let mut pending = Vec::with_capacity(rows.len());
+        for (voter, signature) in rows {
+            voters.push(parse_did(&voter)?);
+            pending.push(super::parse_evidence(&signature)?);
+        }
+        // The bodies kept apart, in one lookup (per few hundred distinct bodies).
+        Ok(voters.into_iter().zip(self.fill_signed_bodies(pending).await?).collect())
     }
 
     async fn votes(&mut self, proposal_id: &str) -> Result<Vec<(Did, String)>, Error> {

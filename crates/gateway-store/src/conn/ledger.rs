@@ -7,7 +7,7 @@ use gateway_domain::ports::{
     ConversionLeg, IdempotencyRecord, LedgerTx, QuoteRecord, RateRecord, TransactionKind, TransactionRecord,
 };
 
-use super::{Arg, Conn, parse_coop, parse_currency, parse_did, to_i64, to_u64};
+use super::{Arg, Conn, PendingEvidence, parse_coop, parse_currency, parse_did, to_i64, to_u64};
 use crate::view::Touched;
 
 /// Columns of `transactions`, in this order.
@@ -52,7 +52,10 @@ named_row!(TransactionRow {
     request_signature
 });
 
-pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRecord, Error> {
+/// A [`TransactionRow`] as its record, and its evidence apart (the record's
+/// `request_signature` is `None`): the evidence's body may still have to be read from
+/// `signed_bodies` ([`Conn::fill_signed_bodies`], once for a page of records).
+pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<(TransactionRecord, Option<PendingEvidence>), Error> {
     let conversion = match (row.to_currency, row.rate, row.gross_target_amount, row.fee_amount, row.net_target_amount) {
         (Some(c), Some(rate), Some(gross), Some(fee), Some(net)) => Some(ConversionLeg {
             to_currency: parse_currency(&c)?,
@@ -63,7 +66,8 @@ pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRec
         }),
         _ => None,
     };
-    Ok(TransactionRecord {
+    let evidence = row.request_signature.as_deref().map(super::parse_evidence).transpose()?;
+    let record = TransactionRecord {
         id: row.id,
         coop_id: parse_coop(&row.coop_id)?,
         kind: if row.kind == "conversion" { TransactionKind::Conversion } else { TransactionKind::Payment },
@@ -74,8 +78,9 @@ pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<TransactionRec
         memo: row.memo,
         timestamp: to_u64(row.timestamp),
         conversion,
-        request_signature: row.request_signature.as_deref().map(super::parse_evidence).transpose()?,
-    })
+        request_signature: None,
+    };
+    Ok((record, evidence))
 }
 
 /// A `rates` row (`from_currency, to_currency, rate, set_by, set_at`).
@@ -102,7 +107,7 @@ pub(crate) fn rate_from_row(row: RateRow) -> Result<RateRecord, Error> {
 
 /// Columns of `quotes`, in the order of [`QuoteRow`].
 const QUOTE_COLUMNS: &str = "id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
-     gross_target_amount, fee_amount, net_target_amount, valid_until";
+     gross_target_amount, fee_amount, net_target_amount, valid_until, requester";
 
 /// A `quotes` row: [`QUOTE_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -118,6 +123,7 @@ struct QuoteRow {
     fee_amount: i64,
     net_target_amount: i64,
     valid_until: i64,
+    requester: Option<String>,
 }
 
 named_row!(QuoteRow {
@@ -131,7 +137,8 @@ named_row!(QuoteRow {
     gross_target_amount,
     fee_amount,
     net_target_amount,
-    valid_until
+    valid_until,
+    requester
 });
 
 fn quote_from_row(row: QuoteRow) -> Result<QuoteRecord, Error> {
@@ -147,6 +154,7 @@ fn quote_from_row(row: QuoteRow) -> Result<QuoteRecord, Error> {
         fee_amount: Amount::from_micros(row.fee_amount),
         net_target_amount: Amount::from_micros(row.net_target_amount),
         valid_until: to_u64(row.valid_until),
+        requester: row.requester,
     })
 }
 
@@ -277,6 +285,10 @@ impl LedgerTx for Conn<'_> {
 
     async fn insert_transaction(&mut self, r: &TransactionRecord) -> Result<(), Error> {
         let leg = r.conversion.as_ref();
+        let evidence = match &r.request_signature {
+            Some(signature) => Some(self.evidence_json(signature).await?),
+            None => None,
+        };
         let sql = super::shaped("insert_transaction", 0, || {
             format!(
                 "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
@@ -300,7 +312,7 @@ impl LedgerTx for Conn<'_> {
                 leg.map(|l| l.gross_target_amount.micros()),
                 leg.map(|l| l.fee_amount.micros()),
                 leg.map(|l| l.net_target_amount.micros()),
-                r.request_signature.as_ref().map(super::evidence_json).transpose()?
+                evidence
             ],
         )
         .await
@@ -385,8 +397,8 @@ impl LedgerTx for Conn<'_> {
     async fn put_quote(&mut self, q: &QuoteRecord) -> Result<(), Error> {
         self.execute(
             "INSERT INTO quotes (id, coop_id, amount, from_currency, to_currency, rate, fee_ppm, \
-             gross_target_amount, fee_amount, net_target_amount, valid_until) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             gross_target_amount, fee_amount, net_target_amount, valid_until, requester) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             args![
                 &q.id,
                 q.coop_id.as_str(),
@@ -398,7 +410,8 @@ impl LedgerTx for Conn<'_> {
                 q.gross_target_amount.micros(),
                 q.fee_amount.micros(),
                 q.net_target_amount.micros(),
-                to_i64(q.valid_until)?
+                to_i64(q.valid_until)?,
+                q.requester.as_deref()
             ],
         )
         .await
@@ -409,6 +422,16 @@ impl LedgerTx for Conn<'_> {
         let sql = format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE coop_id = $1 AND id = $2");
         let row: Option<QuoteRow> = self.fetch_optional(&sql, args![coop.as_str(), id]).await?;
         row.map(quote_from_row).transpose()
+    }
+
+    async fn use_quote(&mut self, coop: &CoopId, id: &str, now: u64) -> Result<bool, Error> {
+        let used = self
+            .execute(
+                "UPDATE quotes SET used_at = $1 WHERE coop_id = $2 AND id = $3 AND used_at IS NULL",
+                args![to_i64(now)?, coop.as_str(), id],
+            )
+            .await?;
+        Ok(used == 1)
     }
 
     async fn prune_expired(&mut self, answers_before: u64, quotes_before: u64) -> Result<u64, Error> {

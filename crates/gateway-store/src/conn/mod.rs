@@ -41,6 +41,9 @@ pub(crate) struct Conn<'a> {
     pub(crate) pending_events: Vec<events::PendingEvent>,
     /// The balances and coop rows its statements changed, for the balance read model.
     pub(crate) touched: Vec<crate::view::Touched>,
+    /// The keys of the signed bodies this unit of work wrote to `signed_bodies`: a signed
+    /// batch's payments share one body, sent to the database once.
+    pub(crate) bodies_kept: Vec<String>,
 }
 
 /// One statement parameter, bound alike on both backends.
@@ -331,7 +334,7 @@ fn is_word_byte(byte: u8) -> bool {
 
 impl<'a> Conn<'a> {
     pub(crate) fn new(db: Db<'a>) -> Self {
-        Self { db, appended: Vec::new(), pending_events: Vec::new(), touched: Vec::new() }
+        Self { db, appended: Vec::new(), pending_events: Vec::new(), touched: Vec::new(), bodies_kept: Vec::new() }
     }
 
     fn is_sqlite(&self) -> bool {
@@ -433,14 +436,120 @@ pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
     Did::parse(text).map_err(|e| Error::Internal(format!("stored DID '{text}' is invalid: {e}")))
 }
 
-/// The evidence of a signed request, stored as its JSON (contract 11).
-pub(crate) fn parse_evidence(text: &str) -> Result<gateway_core::RequestSignature, Error> {
-    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored request signature is invalid: {e}")))
+/// The evidence of a signed request as a record keeps it (contract 11): its JSON without the
+/// signed body when the body is kept in `signed_bodies` (migration 0015) under `body_key`, once
+/// per signed request however many payments it made; the body inline otherwise (a request
+/// without a `Content-Digest`, whose body is `""`). Evidence stored before has its `body`
+/// inline or `null`, and no `body_key`.
+#[derive(serde::Serialize)]
+struct StoredEvidence<'a> {
+    #[serde(flatten)]
+    evidence: gateway_core::EvidenceWithoutBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_key: Option<&'a str>,
 }
 
-/// The JSON a request signature is stored as.
-pub(crate) fn evidence_json(evidence: &gateway_core::RequestSignature) -> Result<String, Error> {
-    serde_json::to_string(evidence).map_err(|e| Error::Internal(format!("serialising a request signature: {e}")))
+/// [`StoredEvidence`] as read back: the evidence (its `body` still `None` when it is kept in
+/// `signed_bodies`) and the key of its body there.
+#[derive(serde::Deserialize)]
+struct ReadEvidence {
+    #[serde(flatten)]
+    evidence: gateway_core::RequestSignature,
+    #[serde(default)]
+    body_key: Option<String>,
+}
+
+/// Stored evidence whose body, when it is kept apart, is still to be filled in
+/// ([`Conn::fill_signed_bodies`]).
+#[derive(Debug)]
+pub(crate) struct PendingEvidence {
+    pub(crate) evidence: gateway_core::RequestSignature,
+    body_key: Option<String>,
+}
+
+/// The key of a signed body in `signed_bodies`: the lowercase hex SHA-256 of the request's
+/// `Content-Digest` field, fixed-size whatever that field's length. The gateway checked the
+/// field's `sha-256` member against the body, so one key names one body.
+fn body_key(content_digest: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(content_digest.as_bytes()))
+}
+
+/// The evidence of a signed request, stored as its JSON ([`StoredEvidence`]); its body is
+/// filled in by [`Conn::fill_signed_bodies`].
+pub(crate) fn parse_evidence(text: &str) -> Result<PendingEvidence, Error> {
+    let read: ReadEvidence =
+        serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored request signature is invalid: {e}")))?;
+    Ok(PendingEvidence { evidence: read.evidence, body_key: read.body_key })
+}
+
+/// Most keys one `signed_bodies` lookup names (both backends bind far more parameters; a
+/// proposal's votes may hold thousands of signatures).
+const BODY_LOOKUP_CHUNK: usize = 256;
+
+impl Conn<'_> {
+    /// The JSON a request signature is stored as ([`StoredEvidence`]), its body written to
+    /// `signed_bodies` once in this unit of work (a row already there is left as it is: the
+    /// same key is the same body).
+    pub(crate) async fn evidence_json(&mut self, evidence: &gateway_core::RequestSignature) -> Result<String, Error> {
+        let key = match (&evidence.content_digest, &evidence.body) {
+            (Some(digest), Some(body)) => {
+                let key = body_key(digest);
+                if !self.bodies_kept.contains(&key) {
+                    self.execute(
+                        "INSERT INTO signed_bodies (digest, body) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        args![&key, &**body],
+                    )
+                    .await?;
+                    self.bodies_kept.push(key.clone());
+                }
+                Some(key)
+            }
+            _ => None,
+        };
+        let stored = StoredEvidence {
+            evidence: evidence.without_body(),
+            body: if key.is_some() { None } else { evidence.body.as_deref() },
+            body_key: key.as_deref(),
+        };
+        serde_json::to_string(&stored).map_err(|e| Error::Internal(format!("serialising a request signature: {e}")))
+    }
+
+    /// Fills in the bodies of `pending`'s evidence kept in `signed_bodies`, with one lookup per
+    /// [`BODY_LOOKUP_CHUNK`] distinct keys (a page of a signed batch's payments: one key, one
+    /// lookup), and returns the evidence in the same order.
+    pub(crate) async fn fill_signed_bodies(
+        &mut self,
+        pending: Vec<PendingEvidence>,
+    ) -> Result<Vec<gateway_core::RequestSignature>, Error> {
+        let mut keys: Vec<&str> = pending.iter().filter_map(|p| p.body_key.as_deref()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut bodies: std::collections::HashMap<String, std::sync::Arc<str>> = std::collections::HashMap::new();
+        for chunk in keys.chunks(BODY_LOOKUP_CHUNK) {
+            let sql = shaped("signed_bodies", chunk.len(), || {
+                let list: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+                format!("SELECT digest, body FROM signed_bodies WHERE digest IN ({})", list.join(", "))
+            });
+            let args: Vec<Arg<'_>> = chunk.iter().map(|k| Arg::from(*k)).collect();
+            let rows: Vec<(String, String)> = self.fetch_all(&sql, &args).await?;
+            bodies.extend(rows.into_iter().map(|(key, body)| (key, std::sync::Arc::from(body))));
+        }
+        pending
+            .into_iter()
+            .map(|PendingEvidence { mut evidence, body_key }| {
+                if let Some(key) = body_key {
+                    let body = bodies.get(&key).ok_or_else(|| {
+                        Error::Internal(format!("the signed body {key} of a stored request signature is missing"))
+                    })?;
+                    evidence.body = Some(body.clone());
+                }
+                Ok(evidence)
+            })
+            .collect()
+    }
 }
 
 pub(crate) fn parse_coop(text: &str) -> Result<CoopId, Error> {

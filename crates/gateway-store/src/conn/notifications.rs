@@ -160,4 +160,12 @@ impl NotificationTx for Conn<'_> {
             .await?;
         Ok(done)
     }
+
+    async fn prune_notifications(&mut self, read_before: u64, created_before: u64) -> Result<u64, Error> {
+        self.execute(
+            "DELETE FROM notifications WHERE read_at < $1 OR created_at < $2",
+            args![to_i64(read_before)?, to_i64(created_before)?],
+        )
+        .await
+    }
 }

@@ -815,7 +815,58 @@ fn sample_signature() -> gateway_core::RequestSignature {
         authority: "gateway.example".into(),
         path: "/v1/ledger/c1/payment".into(),
         query: Some("x=1".into()),
+        // The stored body round-trips with the rest (base64 of `{"hello": "world"}`).
+        body: Some("eyJoZWxsbyI6ICJ3b3JsZCJ9".into()),
     }
+}
+
+/// A signed batch keeps its body once (contract 11): one `signed_bodies` row for its 50
+/// payments, each history item served the whole body, the events carrying the evidence without
+/// it; a signed vote's body is served with the votes, and evidence kept before bodies were
+/// stored reads back without one.
+async fn a_signed_batch_keeps_its_body_once(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 3).await;
+    let signed = sample_signature();
+    let items: Vec<PaymentRequest> = (0..50)
+        .map(|i| PaymentRequest { request_signature: Some(signed.clone()), ..payment(0, 1 + i % 2, units(1)) })
+        .collect();
+    let Replay::Fresh(results) = f.ledger.batch(&coop, items, true, None).await.unwrap() else { panic!("a replay") };
+    assert_eq!(results.iter().filter(|r| r.record.is_some()).count(), 50);
+    assert_eq!(gateway_store::testing::signed_body_count(&f.store).await.unwrap(), 1, "one row for the batch");
+    let page = PageRequest { limit: 100, offset: 0 };
+    let query = HistoryQuery { coop: coop.clone(), account: None, currency: None, page };
+    let (items, total) = f.store.history(&query).await.unwrap();
+    assert_eq!((items.len(), total), (50, 50));
+    for item in &items {
+        assert_eq!(item.request_signature.as_ref(), Some(&signed), "every item serves the whole body");
+    }
+    // The events carry the evidence without the body.
+    let events = f.store.events_after(&coop, 0, 1000).await.unwrap();
+    let payments: Vec<_> = events.iter().filter(|e| e.event_type == "PaymentCreated").collect();
+    assert_eq!(payments.len(), 50);
+    for event in payments {
+        let data = event.data.to_value();
+        let evidence = &data["request_signature"];
+        assert_eq!(evidence["content_digest"], signed.content_digest.as_deref().unwrap(), "{data}");
+        assert!(evidence.get("body").is_none(), "an event carries no body: {data}");
+    }
+    // Another request with the same body shares the row; a vote's body is served with it.
+    let (other, old) = (sample_signature(), gateway_core::RequestSignature { body: None, ..sample_signature() });
+    let pay = PaymentRequest { request_signature: Some(other.clone()), ..payment(1, 0, units(1)) };
+    f.ledger.pay(&coop, pay, None).await.unwrap();
+    assert_eq!(gateway_store::testing::signed_body_count(&f.store).await.unwrap(), 1);
+    let votes = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            tx.upsert_vote("p1", &did(1), "for", 1, Some(&other)).await?;
+            tx.upsert_vote("p1", &did(2), "for", 1, Some(&old)).await?;
+            tx.vote_signatures("p1").await
+        })
+    })
+    .await
+    .unwrap();
+    let old = gateway_core::RequestSignature { body: None, ..sample_signature() };
+    assert_eq!(votes, vec![(did(1), sample_signature()), (did(2), old)]);
 }
 
 async fn pruning_keeps_each_coops_last_events(backend: Backend) {
@@ -894,6 +945,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
         fee_amount: units(1),
         net_target_amount: units(19),
         valid_until: at + 60,
+        requester: Some(did(1).to_string()),
     };
     let answer = IdempotencyRecord {
         key: "c1/k".into(),
@@ -1116,4 +1168,5 @@ conformance!(
     a_failed_unit_of_work_undoes_only_its_own_writes,
     concurrent_appends_are_numbered_without_gaps,
     every_record_reads_back_as_written,
+    a_signed_batch_keeps_its_body_once,
 );

@@ -5,6 +5,8 @@
 #![allow(unreachable_pub, missing_docs)]
 
 mod conformance;
+mod files;
 mod history;
+mod nonces;
 mod races;
 mod support;

@@ -63,10 +63,11 @@ impl Domain {
         coop
     }
 
-    /// Removes `who` from `coop` by an approved proposal in the coop domain: opened at once, the
-    /// admin's vote for it (half the members, the quorum), and the admin's close that executes it.
-    /// Events: proposal created, opened, vote, then `MemberRemoved` and the close. Returns the
-    /// `MemberRemoved` event's seq.
+    /// Removes `who` from `coop` by an approved proposal in the coop domain: opened at once,
+    /// every member's vote for it (a proposal with an effect closes before its end only once
+    /// every vote is in), and the admin's close that executes it. Events: proposal created,
+    /// opened, the votes, then `MemberRemoved` and the close. Returns the `MemberRemoved` event's
+    /// seq.
     pub async fn remove_by_proposal(&self, coop: &CoopId, who: &Did) -> u64 {
         let admin = did(0);
         let request = NewProposal {
@@ -78,7 +79,9 @@ impl Domain {
             voting_duration_secs: None,
         };
         let proposal = self.governance.create_proposal(coop, &admin, request, true).await.unwrap();
-        self.governance.vote(coop, &admin, &proposal.id, "for").await.unwrap();
+        for member in self.coops.members(coop, gateway_core::PageRequest::default()).await.unwrap().0 {
+            self.governance.vote(coop, &member.did, &proposal.id, "for").await.unwrap();
+        }
         let closed = self.governance.close(coop, Some(&admin), &proposal.id).await.unwrap();
         assert_eq!(closed.outcome, Some(gateway_domain::governance::Outcome::Approved));
         assert!(closed.effect.is_some_and(|e| e.applied), "the removal was applied");
