@@ -45,8 +45,23 @@ const OURS: &[&str] = &[
     "gatewayctl",
 ];
 
-const TRANSPORT: &[&str] =
-    &["axum", "hyper", "http", "tower", "tower-http", "axum-server", "tokio-tungstenite", "utoipa"];
+const TRANSPORT: &[&str] = &["axum", "hyper", "http", "tower", "tower-http", "tokio-tungstenite", "utoipa"];
+
+#[test]
+fn http_has_one_serving_path() {
+    let g = graph();
+    assert_absent(
+        &g,
+        "gateway-http",
+        &["httparse", "axum-server"],
+        "requests are parsed by hyper alone, and one accept loop serves TCP and TLS",
+    );
+    assert_absent(&g, "gateway-http", &["gateway-ws", "gatewayd", "gatewayctl"], "dependencies point inward");
+    for krate in OURS {
+        let deps = g.get(*krate).unwrap_or_else(|| panic!("crate {krate} is missing from the workspace"));
+        assert!(!deps.contains("axum-server"), "{krate}: TLS is served by gateway-http's own accept loop");
+    }
+}
 
 #[test]
 fn core_depends_on_no_crate_of_ours() {
@@ -57,7 +72,7 @@ fn core_depends_on_no_crate_of_ours() {
 fn limits_stands_alone_without_axum() {
     let g = graph();
     assert_absent(&g, "gateway-limits", OURS, "other services embed it on its own");
-    assert_absent(&g, "gateway-limits", &["axum", "hyper", "axum-server"], "it is usable outside axum");
+    assert_absent(&g, "gateway-limits", &["axum", "hyper"], "it is usable outside axum");
 }
 
 #[test]

@@ -77,7 +77,7 @@ async fn gateway() -> String {
     let state = gateway_http::state::assemble(store, options).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = gateway_http::app(state);
+    let app = gateway_http::router(state);
     tokio::spawn(async move { gateway_http::serve(listener, app, std::future::pending()).await });
     url
 }

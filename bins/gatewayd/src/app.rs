@@ -3,12 +3,10 @@
 //! both call it.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::ConnectInfo;
 use gateway_auth::TokenConfig;
 use gateway_core::SystemClock;
 use gateway_http::state::AssembleOptions;
@@ -181,7 +179,7 @@ pub async fn serve(
     background.spawn(gateway_ws::run_pruning(store.clone(), state.clock.clone(), gateway_ws::Retention::default()));
     let sockets = ws.shutdown_handle();
     let misbehavior = state.misbehavior.clone();
-    let app = gateway_http::app_with(state, gateway_ws::router(ws), gateway_ws::openapi());
+    let app = gateway_http::router_with(state, gateway_ws::router(ws), gateway_ws::openapi());
     // On SIGTERM/SIGINT: every socket gets Shutdown{reason, reconnect_after_ms} and a close
     // frame first (axum does not track upgraded sockets), then HTTP drains.
     let shutdown = async move {
@@ -203,20 +201,21 @@ pub async fn serve(
 
     let listener = listeners.api;
     let addr = listener.local_addr()?;
+    // One accept loop and one router for both transports: TLS only adds the handshake.
+    let proxies = config.trusted_proxies.clone();
+    let limits = gateway_http::serve::EdgeLimits {
+        exempt: Arc::new(move |ip| proxies.iter().any(|net| net.contains(&ip))),
+        drain: DRAIN_DEADLINE,
+        ..gateway_http::serve::EdgeLimits::default()
+    };
     match tls {
         None => {
             tracing::info!("listening on http://{addr}");
-            let proxies = config.trusted_proxies.clone();
-            let limits = gateway_http::serve::EdgeLimits {
-                exempt: Arc::new(move |ip| proxies.iter().any(|net| net.contains(&ip))),
-                drain: DRAIN_DEADLINE,
-                ..gateway_http::serve::EdgeLimits::default()
-            };
             gateway_http::serve::serve(listener, app, limits, shutdown).await?;
         }
         Some(server) => {
             tracing::info!("listening on https://{addr} (TLS 1.3)");
-            serve_tls(listener, app, server, shutdown).await?;
+            gateway_http::serve::serve_tls(listener, app, Arc::new(server), limits, shutdown).await?;
         }
     }
     background.shutdown().await;
@@ -271,32 +270,7 @@ pub fn tls_server_config(files: &TlsFiles) -> anyhow::Result<rustls::ServerConfi
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("building the TLS configuration")?;
-    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // HTTP/1.1 only: the one accept loop (and its deadlines) speaks HTTP/1.1 over TLS as over TCP.
+    server.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(server)
-}
-
-/// Serves over TLS 1.3 only, draining on shutdown.
-async fn serve_tls(
-    listener: TcpListener,
-    app: gateway_http::hot::Gateway,
-    server: rustls::ServerConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let tls = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(server));
-
-    let handle = axum_server::Handle::new();
-    let drain = handle.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        drain.graceful_shutdown(Some(DRAIN_DEADLINE));
-    });
-    axum_server::from_tcp_rustls(listener.into_std()?, tls)
-        .handle(handle)
-        // Each connection's service is the app with the client's address, as over plain HTTP.
-        .serve(tower::service_fn(move |remote: SocketAddr| {
-            let app = tower_http::add_extension::AddExtension::new(app.clone(), ConnectInfo(remote));
-            std::future::ready(Ok::<_, std::convert::Infallible>(app))
-        }))
-        .await?;
-    Ok(())
 }

@@ -189,10 +189,6 @@ pub struct Settings {
     /// keeps the kernel's [default: 0].
     #[arg(long, env = "ICN_GATEWAY_WORKER_SLICE_US", global = true)]
     pub worker_slice_us: Option<u64>,
-    /// How long a worker runs, microseconds, before it yields its core to threads waiting for
-    /// it, 20 to 10000; 0: until the kernel switches it out [default: 200].
-    #[arg(long, env = "ICN_GATEWAY_WORKER_YIELD_US", global = true)]
-    pub worker_yield_us: Option<u64>,
     /// Local development profile: open enrollment, trust default 0.9, permissive CORS,
     /// in-memory store unless one is given. Never in production.
     #[arg(long, env = "ICN_GATEWAY_DEV", global = true)]
@@ -442,13 +438,6 @@ impl GatewayConfig {
                 "--worker-slice-us",
                 "between 100 and 100000 (Linux's bounds), or 0 for the kernel's",
             )?,
-            turn: micros(
-                settings.worker_yield_us.or(file.worker_yield_us),
-                Some(crate::workers::DEFAULT_TURN),
-                crate::workers::MIN_TURN..=crate::workers::MAX_TURN,
-                "--worker-yield-us",
-                "between 20 and 10000, or 0 for never",
-            )?,
         };
         let passphrase_file = settings.passphrase_file.or(file.passphrase_file);
         let passphrase = crate::keys::passphrase(passphrase_file.as_deref())?;
@@ -511,7 +500,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}\nworker_yield_us = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -552,7 +541,6 @@ impl GatewayConfig {
             self.workers.workers,
             self.workers.pin,
             self.workers.slice.map_or(0, |slice| slice.as_micros()),
-            self.workers.turn.map_or(0, |turn| turn.as_micros()),
         )
     }
 }

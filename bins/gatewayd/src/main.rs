@@ -91,7 +91,6 @@ fn log_workers(tuning: &gatewayd::workers::WorkerTuning, applied: &gatewayd::wor
         pinned_cpus = ?applied.pinned,
         slice_us = tuning.slice.map(|slice| slice.as_micros()),
         workers_with_the_slice = applied.sliced,
-        yield_after_us = tuning.turn.map(|turn| turn.as_micros()),
         "runtime started"
     );
     for problem in &applied.problems {

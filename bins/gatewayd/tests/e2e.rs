@@ -112,9 +112,14 @@ fn threads_of(pid: u32) -> Vec<(String, String, Option<Duration>)> {
 }
 
 /// `--workers 2 --pin-workers true --worker-slice-us 300`: two workers, each on one CPU of its
-/// own, both with a 300 µs slice; the start-up log says so; the gateway serves as before.
+/// own, both with a 300 µs slice; the start-up log says so; the gateway serves as before. Needs
+/// Linux 6.12 or later (EEVDF's custom slice): on an older kernel it says SKIPPED and passes.
 #[tokio::test]
 async fn pinned_workers_with_a_short_slice_serve() {
+    if let Err(err) = gatewayd::workers::slice_supported() {
+        eprintln!("SKIPPED pinned_workers_with_a_short_slice_serve: {err}");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let gateway = start(dir.path(), &["--workers", "2", "--pin-workers", "true", "--worker-slice-us", "300"]);
     let (status, _) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
@@ -157,24 +162,21 @@ fn worker_settings_are_checked_and_shown() {
         (&["--workers", "5000"][..], "--workers 5000: at most 1024"),
         (&["--worker-slice-us", "50"][..], "--worker-slice-us 50: between 100 and 100000"),
         (&["--worker-slice-us", "100001"][..], "--worker-slice-us 100001: between 100 and 100000"),
-        (&["--worker-yield-us", "19"][..], "--worker-yield-us 19: between 20 and 10000, or 0 for never"),
-        (&["--worker-yield-us", "10001"][..], "--worker-yield-us 10001: between 20 and 10000, or 0 for never"),
     ] {
         let output = check(args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(message), "{args:?}: {stderr}");
     }
-    let output =
-        check(&["--workers", "3", "--pin-workers", "true", "--worker-slice-us", "250", "--worker-yield-us", "0"]);
+    let output = check(&["--workers", "3", "--pin-workers", "true", "--worker-slice-us", "250"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
-    assert!(stdout.contains("workers = 3\npin_workers = true\nworker_slice_us = 250\nworker_yield_us = 0"), "{stdout}");
+    assert!(stdout.contains("workers = 3\npin_workers = true\nworker_slice_us = 250"), "{stdout}");
+    // The per-poll yield is gone: the flag is refused, not ignored.
     let output = check(&["--worker-yield-us", "500"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success() && stdout.contains("worker_yield_us = 500"), "{stdout}");
+    assert!(!output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
     let output = check(&[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("pin_workers = false\nworker_slice_us = 0\nworker_yield_us = 200"), "{stdout}");
+    assert!(stdout.contains("pin_workers = false\nworker_slice_us = 0"), "{stdout}");
 }
 
 /// `config check` with a Redis URL builds the Redis handle as start-up does (which starts a

@@ -18,6 +18,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -240,110 +241,7 @@ impl<S> tower::Layer<S> for EdgeLayer {
     type Service = Edge<S>;
 
     fn layer(&self, inner: S) -> Edge<S> {
-        Edge { shared: self.shared.clone(), inner, route: None }
-    }
-}
-
-impl EdgeLayer {
-    /// The edge of a service that serves one route template outside the router (the balance
-    /// read, [`crate::hot`]): its requests are labelled `route`, as the router's would be.
-    pub fn for_route<S>(&self, route: &'static str, inner: S) -> Edge<S> {
-        Edge { shared: self.shared.clone(), inner, route: Some(route) }
-    }
-}
-
-impl EdgeLayer {
-    /// The edge of the plain balance reads a connection answers itself ([`crate::hot::Front`]).
-    pub(crate) fn front(&self) -> FrontEdge {
-        let Shared { state, cors } = &*self.shared;
-        // Such a request has no `Origin` (the connection leaves those to the router), so its
-        // cross-origin headers are the same for every one of them.
-        let allow_origin = cors.allow_origin(&HeaderMap::new());
-        let mut headers = HeaderMap::new();
-        security_headers(&mut headers, state.config.tls, false);
-        cors.answer_headers(&mut headers, allow_origin.clone(), false);
-        let mut decoration = Vec::new();
-        for (name, value) in &headers {
-            crate::hot::wire_field(&mut decoration, name.as_str().as_bytes(), value.as_bytes());
-        }
-        let replaced = std::iter::once(REQUEST_ID).chain(headers.keys().filter(|n| **n != header::VARY).cloned());
-        FrontEdge {
-            shared: self.shared.clone(),
-            decoration: decoration.into(),
-            replaced: replaced.collect(),
-            allow_origin,
-        }
-    }
-}
-
-/// The edge of a plain balance read answered by its connection: the steps of [`Edge`] (request
-/// id, client address, quarantine, span, in-flight count; then metrics, misbehaviour and log
-/// lines), with the headers the edge gives an answer kept as wire bytes, written by the
-/// connection after the route's own.
-pub(crate) struct FrontEdge {
-    shared: Arc<Shared>,
-    /// The security and cross-origin headers of every such answer, as `name: value\r\n` lines.
-    decoration: Box<[u8]>,
-    /// The headers the edge sets over a route's own (the request id and `decoration`'s, but
-    /// `Vary`, which it adds to).
-    replaced: Box<[axum::http::HeaderName]>,
-    /// `Access-Control-Allow-Origin` for a request without `Origin` (the wildcard in development).
-    allow_origin: Option<HeaderValue>,
-}
-
-/// A request [`FrontEdge::begin`] let through, until [`FrontEdge::end`].
-pub(crate) struct Begun {
-    seen: Seen,
-    /// The request's span: whatever the route logs runs inside it.
-    pub(crate) span: tracing::Span,
-    in_flight: InFlight,
-}
-
-impl FrontEdge {
-    /// What [`Edge`] does before a route: `headers` are the request's `X-Request-Id` and
-    /// `X-Forwarded-For` fields, if it has any. A quarantined client's answer, complete with the
-    /// edge's headers, is the error.
-    pub(crate) fn begin(&self, peer: IpAddr, headers: &HeaderMap, route: &'static str) -> Result<Begun, Box<Response>> {
-        let state = &self.shared.state;
-        let request_id = request_id(&state.limits, headers, peer);
-        let client = state.limits.client_ip(peer, headers);
-        let exempt = state.limits.is_trusted(client);
-        let seen = Seen {
-            started: Instant::now(),
-            method: Method::GET,
-            route: Some(Route::Fixed(route)),
-            request_id,
-            client,
-            exempt,
-            swagger: false,
-            allow_origin: self.allow_origin.clone(),
-        };
-        let span = tracing::info_span!(target: "gateway_http", "request", request_id = seen.request_id.to_str().unwrap_or("-"));
-        let quarantined = if exempt { None } else { state.misbehavior.quarantined_for(client) };
-        if let Some(wait) = quarantined {
-            return Err(Box::new(span.in_scope(|| answered(&self.shared, seen, quarantine_response(wait)))));
-        }
-        let in_flight = InFlight::new(&state.http_metrics);
-        Ok(Begun { seen, span, in_flight })
-    }
-
-    /// What [`Edge`] does with a route's answer, but for its headers: the request id they must
-    /// carry.
-    pub(crate) fn end(&self, begun: Begun, status: u16, extensions: &axum::http::Extensions) -> HeaderValue {
-        let Begun { seen, span, in_flight } = begun;
-        drop(in_flight);
-        span.in_scope(|| recorded(&self.shared, &seen, status, extensions));
-        seen.request_id
-    }
-
-    /// The security and cross-origin headers of the answer, as wire lines.
-    pub(crate) fn decoration(&self) -> &[u8] {
-        &self.decoration
-    }
-
-    /// Whether the edge sets `name` over a route's own (so a route's is not written).
-    pub(crate) fn replaces(&self, name: &axum::http::HeaderName) -> bool {
-        self.replaced.contains(name)
+        Edge { shared: self.shared.clone(), inner }
     }
 }
 
@@ -352,26 +250,6 @@ impl FrontEdge {
 pub struct Edge<S> {
     shared: Arc<Shared>,
     inner: S,
-    /// The route template of every request, when the inner service serves one route itself;
-    /// otherwise the router's match ([`MatchedPath`]).
-    route: Option<&'static str>,
-}
-
-/// The route a request matched, for its metrics and access line.
-enum Route {
-    /// The router's match (axum shares it: cloning it allocates nothing).
-    Matched(MatchedPath),
-    /// A route served outside the router.
-    Fixed(&'static str),
-}
-
-impl Route {
-    fn as_str(&self) -> &str {
-        match self {
-            Route::Matched(path) => path.as_str(),
-            Route::Fixed(route) => route,
-        }
-    }
 }
 
 /// What the edge learnt of a request before passing it on, for its answer.
@@ -379,13 +257,17 @@ struct Seen {
     started: Instant,
     method: Method,
     /// The matched route template.
-    route: Option<Route>,
+    route: Option<MatchedPath>,
     request_id: HeaderValue,
     client: IpAddr,
     exempt: bool,
     swagger: bool,
     /// `Access-Control-Allow-Origin` for this request's origin, if it is an allowed one.
     allow_origin: Option<HeaderValue>,
+    /// For a request that declared a body: whether it has been read to its end. An answer
+    /// given before then says `Connection: close`, since hyper will not read the rest to keep
+    /// the connection; without it, the client's next request on the connection would fail.
+    body_read: Option<Arc<AtomicBool>>,
 }
 
 impl<S> tower::Service<Request> for Edge<S>
@@ -407,10 +289,8 @@ where
         let Shared { state, cors } = &*self.shared;
         let request_id = request_id(&state.limits, request.headers(), peer_ip(&request));
         request.headers_mut().insert(REQUEST_ID, request_id.clone());
-        let route = match self.route {
-            Some(route) => Some(Route::Fixed(route)),
-            None => request.extensions().get::<MatchedPath>().cloned().map(Route::Matched),
-        };
+        // The router's match (axum shares it: cloning it allocates nothing).
+        let route = request.extensions().get::<MatchedPath>().cloned();
         let client = request_client_ip(&state.limits, &request);
         // A trusted proxy is never quarantined: its clients are, by the address it forwards.
         let exempt = state.limits.is_trusted(client);
@@ -423,6 +303,7 @@ where
             exempt,
             swagger: request.uri().path().starts_with("/swagger-ui"),
             allow_origin: cors.allow_origin(request.headers()),
+            body_read: has_body(&request).then(|| Arc::new(AtomicBool::new(false))),
         };
         // A span per request, so that whatever a handler logs carries the request id (under the
         // crate's target, as before the edge was one service: log filters name it).
@@ -446,10 +327,11 @@ where
             return EdgeFuture { state: State::Answered { response: Some(response) } };
         }
         request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
-        if has_body(&request) {
+        if let Some(read) = &seen.body_read {
             // The body is due within the body timeout of the head (contract 1).
             let body = std::mem::take(request.body_mut());
-            *request.body_mut() = axum::body::Body::new(crate::extract::Deadline::new(body, state.config.body_timeout));
+            let timed = crate::extract::Deadline::new(body, state.config.body_timeout).telling(read.clone());
+            *request.body_mut() = axum::body::Body::new(timed);
         }
         let in_flight = InFlight::new(&state.http_metrics);
         let route = span.in_scope(|| self.inner.call(request));
@@ -522,9 +404,12 @@ where
 /// headers.
 fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
     recorded(shared, &seen, response.status().as_u16(), response.extensions());
-    let Seen { method, request_id, swagger, allow_origin, .. } = seen;
+    let Seen { method, request_id, swagger, allow_origin, body_read, .. } = seen;
     // The id the lines were logged under, whatever the route set.
     let headers = response.headers_mut();
+    if body_read.is_some_and(|read| !read.load(Ordering::Acquire)) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     headers.insert(REQUEST_ID, request_id);
     security_headers(headers, shared.state.config.tls, swagger);
     shared.cors.answer_headers(headers, allow_origin, method == Method::OPTIONS);
@@ -536,7 +421,7 @@ fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
 fn recorded(shared: &Shared, seen: &Seen, status: u16, extensions: &axum::http::Extensions) {
     let state = &shared.state;
     let Seen { started, method, route, request_id, client, exempt, .. } = seen;
-    let route = route.as_ref().map_or(UNMATCHED, Route::as_str);
+    let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
     let elapsed = started.elapsed();
     state.http_metrics.record(method, route, status, elapsed);
     // Counted against the client (a trusted proxy never is); only the kinds that need a crafted

@@ -59,12 +59,21 @@ pub struct BodyTimedOut;
 pub struct Deadline {
     inner: axum::body::Body,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// Set once the body has been read to its end.
+    read: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Deadline {
     /// `body`, due within `within` from now.
     pub fn new(body: axum::body::Body, within: std::time::Duration) -> Self {
-        Self { inner: body, sleep: Box::pin(tokio::time::sleep(within)) }
+        Self { inner: body, sleep: Box::pin(tokio::time::sleep(within)), read: None }
+    }
+
+    /// The same body, setting `read` once it has been read to its end (the edge asks, to know
+    /// whether the connection can carry another request).
+    pub fn telling(mut self, read: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.read = Some(read);
+        self
     }
 }
 
@@ -77,6 +86,11 @@ impl http_body::Body for Deadline {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
         if let std::task::Poll::Ready(frame) = std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            if frame.is_none()
+                && let Some(read) = &self.read
+            {
+                read.store(true, std::sync::atomic::Ordering::Release);
+            }
             return std::task::Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         match self.sleep.as_mut().poll(cx) {

@@ -10,7 +10,6 @@ pub mod cors;
 pub mod edge;
 pub mod error;
 pub mod extract;
-pub mod hot;
 pub mod limits;
 pub mod membership;
 pub mod middleware;
@@ -137,23 +136,6 @@ pub fn router(state: AppState) -> Router {
 /// [`router`] plus routes served by another crate (the WebSocket stream), which get the same
 /// middleware (request ids, security headers, CORS) and whose paths join the OpenAPI document.
 pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> Router {
-    router_and_edge(state, extra, extra_doc).0
-}
-
-/// The API as served ([`hot::Gateway`]): [`router_with`], with plain balance reads taken before
-/// routing.
-pub fn app_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> hot::Gateway {
-    let (router, edge) = router_and_edge(state.clone(), extra, extra_doc);
-    hot::Gateway::new(state, router, &edge)
-}
-
-/// [`app_with`] without routes of another crate.
-pub fn app(state: AppState) -> hot::Gateway {
-    app_with(state, Router::new(), utoipa::openapi::OpenApi::default())
-}
-
-/// The router and the edge every one of its routes is behind.
-fn router_and_edge(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> (Router, edge::EdgeLayer) {
     let (login, login_api) = login_routes().split_for_parts();
     let login = login
         .route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer))
@@ -179,7 +161,7 @@ fn router_and_edge(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     openapi::complete(&mut doc);
 
     let edge = edge::EdgeLayer::new(state.clone());
-    let router = Router::new()
+    Router::new()
         .merge(login)
         .merge(probes)
         .merge(public)
@@ -189,8 +171,7 @@ fn router_and_edge(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
         .with_state(state)
         .merge(extra)
         .merge(SwaggerUi::new("/swagger-ui").url("/api-docs/openapi.json", doc))
-        .layer(ServiceBuilder::new().layer(edge.clone()).layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)));
-    (router, edge)
+        .layer(ServiceBuilder::new().layer(edge).layer(DefaultBodyLimit::max(extract::BODY_LIMIT_BYTES)))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -31,7 +31,7 @@ pub async fn authenticate(State(state): State<AppState>, request: Request, next:
 }
 
 /// [`authenticate`] with the rest of the request's handling given as `run` (the route behind the
-/// layer, or a route served outside the router: [`crate::hot`]).
+/// layer).
 pub(crate) async fn authenticated<F, Fut>(state: &AppState, request: Request, run: F) -> Response
 where
     F: FnOnce(Request) -> Fut,

@@ -1,46 +1,48 @@
-//! Serving the router over TCP with the edge's limits (contract 1): a request's head must
-//! arrive within 10 s, an idle keep-alive connection closes after 75 s, an address holds at
-//! most a bounded number of connections at once, and the answers hyper gives by itself (a
-//! malformed request, headers too large, a URI too long) carry the contract's error body and
-//! the security headers.
+//! Serving the router over TCP, with or without TLS, with the edge's limits (contract 1): a
+//! request's head must arrive within 10 s, an idle keep-alive connection closes after 75 s, an
+//! address holds at most a bounded number of connections at once, and the answers hyper gives
+//! by itself (a malformed request, headers too large, a URI too long) carry the contract's error
+//! body and the security headers.
 //!
-//! axum's own `serve` sets no timer, so hyper enforces none of these; this accept loop serves
-//! each connection with hyper's HTTP/1 connection directly, through [`Guarded`], a wrapper of
-//! the socket that keeps the deadlines (hyper's one header timeout would also close idle
-//! connections at 10 s) and rewrites hyper's bodiless refusals. Request bodies have their own
-//! deadline in the application (`extract`). Upgraded connections (WebSockets) leave the
-//! wrapper's deadlines behind: the event stream keeps its own (contract 9).
+//! One accept loop serves plain TCP and TLS alike: a TLS connection is a TCP connection whose
+//! handshake, bounded by the head deadline, comes first; from then on both are the same bytes to
+//! the same code. axum's own `serve` sets no timer, so hyper enforces none of these; this loop
+//! serves each connection with hyper's HTTP/1 connection directly, through [`Guarded`], a
+//! wrapper of the stream that keeps the deadlines (hyper's one header timeout would also close
+//! idle connections at 10 s) and rewrites hyper's bodiless refusals. Request bodies have their
+//! own deadline in the application (`extract`). Upgraded connections (WebSockets) leave the
+//! wrapper's deadlines behind: the event stream keeps its own (contract 9). Every request,
+//! whatever its route or transport, then takes the one router.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
-use bytes::BytesMut;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
 
 use inbound::Inbound;
 
-mod front;
 mod inbound;
-pub mod turns;
 
 /// The edge's limits.
 #[derive(Clone)]
 pub struct EdgeLimits {
-    /// How long a request's head may take to arrive (from the connection, or from its first
-    /// byte for the requests after the first).
+    /// How long a request's head may take to arrive (from the connection, TLS handshake
+    /// included, or from its first byte for the requests after the first).
     pub header_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request.
     pub idle_timeout: Duration,
@@ -78,8 +80,7 @@ impl Default for EdgeLimits {
     }
 }
 
-/// What can be served: the API as served ([`crate::hot::Gateway`]), or a bare [`axum::Router`].
-/// The API's plain balance reads are answered by their connections ([`front`]).
+/// What can be served: the router (or any service of the same shape).
 pub trait App:
     tower::Service<
         axum::http::Request<hyper::body::Incoming>,
@@ -91,32 +92,49 @@ pub trait App:
     + Sync
     + 'static
 {
-    /// The plain balance reads its connections answer themselves, if any.
-    fn front(&self) -> Option<&crate::hot::Front> {
-        None
-    }
 }
 
-impl App for axum::Router {}
-
-impl App for crate::hot::Gateway {
-    fn front(&self) -> Option<&crate::hot::Front> {
-        Some(crate::hot::Gateway::front(self))
-    }
+impl<T> App for T where
+    T: tower::Service<
+            axum::http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
 }
 
-/// Whether a connection that has read `bytes` answers their first request itself, as a plain
-/// balance read ([`front`]); otherwise hyper reads it.
-pub fn front_takes(bytes: &[u8]) -> bool {
-    matches!(front::classify(bytes), front::Head::Plain { .. })
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
-/// (at most `limits.drain`).
+/// Serves `app` over plain TCP on `listener` until `shutdown` resolves, then lets in-flight
+/// requests finish (at most `limits.drain`).
 pub async fn serve<S: App>(
     listener: TcpListener,
     app: S,
     limits: EdgeLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    accept_loop(listener, app, limits, None, shutdown).await
+}
+
+/// [`serve`] over TLS with `tls` (the same loop, edge and router: only the handshake is added).
+/// Connections speak HTTP/1.1, whatever ALPN offers.
+pub async fn serve_tls<S: App>(
+    listener: TcpListener,
+    app: S,
+    tls: Arc<ServerConfig>,
+    limits: EdgeLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    accept_loop(listener, app, limits, Some(TlsAcceptor::from(tls)), shutdown).await
+}
+
+async fn accept_loop<S: App>(
+    listener: TcpListener,
+    app: S,
+    limits: EdgeLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let mut http = http1::Builder::new();
@@ -124,7 +142,7 @@ pub async fn serve<S: App>(
     // new timer for every request): `Guarded` keeps both deadlines instead.
     // At most 100 headers a request is hyper's default, and left as the default on purpose:
     // naming any number moves the parser's header slots from the stack to a heap vector that
-    // is allocated and filled for every request (about a tenth of a balance read's work).
+    // is allocated and filled for every request.
     http.header_read_timeout(None).keep_alive(true).max_buf_size(64 * 1024);
     let counts = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
     let (stop, stopped) = watch::channel(());
@@ -145,51 +163,31 @@ pub async fn serve<S: App>(
             },
             () = &mut shutdown => break,
         };
+        let connected = Instant::now();
         let _ = socket.set_nodelay(true);
         let Some(slot) = Slot::take(&counts, remote.ip(), &limits) else {
-            tokio::spawn(refuse_connection(socket, limits.max_connections_per_address));
+            tokio::spawn(refuse_connection(socket, tls.clone(), limits.max_connections_per_address));
             continue;
         };
-        let mut guarded = Guarded::new(socket, &limits);
-        let (mut stopped, alive, app, http) = (stopped.clone(), alive.subscribe(), app.clone(), http.clone());
-        tokio::spawn(turns::InTurns::new(async move {
+        let connection =
+            Connection { remote, connected, limits: limits.clone(), http: http.clone(), stopped: stopped.clone() };
+        let (alive, app, tls) = (alive.subscribe(), app.clone(), tls.clone());
+        tokio::spawn(async move {
             let _slot = slot;
             let _alive = alive;
-            let mut read = BytesMut::new();
-            let mut stopping = false;
-            if let Some(front) = app.front() {
-                match front::serve(front, &mut guarded, &mut read, remote.ip(), &mut stopped).await {
-                    front::Left::Closed => return,
-                    front::Left::ToHyper { stopping: stop } => stopping = stop,
-                }
-            }
-            let service =
-                TowerToHyperService::new(tower_http::add_extension::AddExtension::new(app, ConnectInfo(remote)));
-            let io = TokioIo::new(front::Rewind::new(read.freeze(), guarded));
-            let connection = http.serve_connection(io, service).with_upgrades();
-            tokio::pin!(connection);
-            if stopping {
-                // hyper shuts an untouched connection at once: it reads the front's bytes (part
-                // of a head) first, so that the request under way is answered.
-                let once = std::future::poll_fn(|cx| Poll::Ready(connection.as_mut().poll(cx))).await;
-                if once.is_ready() {
-                    return;
-                }
-            } else {
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(err) = result {
-                            tracing::debug!("connection ended: {err}");
-                        }
-                        return;
+            match tls {
+                None => connection.serve(socket, app).await,
+                Some(acceptor) => {
+                    // The handshake is part of the first head's time.
+                    let deadline = connected + limits.header_timeout;
+                    match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
+                        Ok(Ok(stream)) => connection.serve(stream, app).await,
+                        Ok(Err(err)) => tracing::debug!("TLS handshake failed: {err}"),
+                        Err(_) => tracing::debug!("TLS handshake did not finish within the head deadline"),
                     }
-                    _ = stopped.changed() => {}
                 }
             }
-            // Idle keep-alive connections close now; a request in flight finishes first.
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }));
+        });
     }
     drop(listener);
     drop(stop);
@@ -197,18 +195,65 @@ pub async fn serve<S: App>(
     Ok(())
 }
 
+/// One accepted connection, until hyper is done with it.
+struct Connection {
+    remote: SocketAddr,
+    connected: Instant,
+    limits: EdgeLimits,
+    http: http1::Builder,
+    stopped: watch::Receiver<()>,
+}
+
+impl Connection {
+    /// Serves `stream` (the socket, or the TLS session over it) with `app`; at the shutdown
+    /// signal, idle keep-alive connections close and a request in flight finishes first.
+    async fn serve<T, S>(mut self, stream: T, app: S)
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: App,
+    {
+        let guarded = Guarded::new(stream, &self.limits, self.connected);
+        let service =
+            TowerToHyperService::new(tower_http::add_extension::AddExtension::new(app, ConnectInfo(self.remote)));
+        let connection = self.http.serve_connection(TokioIo::new(guarded), service).with_upgrades();
+        tokio::pin!(connection);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!("connection ended: {err}");
+                }
+                return;
+            }
+            _ = self.stopped.changed() => {}
+        }
+        connection.as_mut().graceful_shutdown();
+        let _ = connection.await;
+    }
+}
+
 /// The answer to a connection over the per-address cap: 429 with the contract's body (the cap in
 /// `details.limit`), counted as an `ip` denial in `icn_gateway_rate_limit_exceeded_total`, then
-/// close.
-async fn refuse_connection(mut socket: tokio::net::TcpStream, cap: usize) {
-    use tokio::io::AsyncWriteExt;
+/// close; over TLS, after a handshake of at most a second.
+async fn refuse_connection(socket: TcpStream, tls: Option<TlsAcceptor>, cap: usize) {
     metrics::counter!(gateway_limits::RATE_LIMIT_EXCEEDED_TOTAL, "layer" => "ip").increment(1);
+    match tls {
+        None => refuse_on(socket, cap).await,
+        Some(acceptor) => {
+            if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), acceptor.accept(socket)).await {
+                refuse_on(stream, cap).await;
+            }
+        }
+    }
+}
+
+async fn refuse_on<T: AsyncWrite + Unpin>(mut stream: T, cap: usize) {
+    use tokio::io::AsyncWriteExt;
     let body = format!(
         r#"{{"error":"too many connections from this address","code":"RATE_LIMIT_EXCEEDED","details":{{"layer":"ip","limit":{cap},"retry_after_secs":1}}}}"#
     );
     let response = canned(429, "Too Many Requests", &body, "retry-after: 1\r\n");
-    let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(response.as_bytes())).await;
-    let _ = socket.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
+    let _ = stream.shutdown().await;
 }
 
 /// One connection's place in its address's count, given back when the connection ends.
@@ -284,14 +329,15 @@ struct Guarded<T> {
 }
 
 impl<T> Guarded<T> {
-    fn new(inner: T, limits: &EdgeLimits) -> Self {
+    /// `connected`: when the connection was accepted, from which its first head is due.
+    fn new(inner: T, limits: &EdgeLimits, connected: Instant) -> Self {
         Self {
             inner,
             inbound: Inbound::default(),
             unanswered: 0,
             first: true,
             upgraded: false,
-            deadline: Some(Box::pin(tokio::time::sleep(limits.header_timeout))),
+            deadline: Some(Box::pin(tokio::time::sleep_until(connected + limits.header_timeout))),
             header_timeout: limits.header_timeout,
             idle_timeout: limits.idle_timeout,
             pending: None,
@@ -547,7 +593,7 @@ mod tests {
     async fn a_write_the_client_does_not_take_gives_up_after_the_idle_timeout() {
         let limits = EdgeLimits { idle_timeout: Duration::from_millis(100), ..EdgeLimits::default() };
         let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".as_slice();
-        let mut guarded = Guarded::new(Stalled { taking: false }, &limits);
+        let mut guarded = Guarded::new(Stalled { taking: false }, &limits, Instant::now());
         let started = std::time::Instant::now();
         let waited = tokio::time::timeout(
             Duration::from_secs(5),
@@ -558,7 +604,7 @@ mod tests {
         assert_eq!(waited.unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert!(started.elapsed() >= Duration::from_millis(100));
         // The same for a flush of a rewritten refusal, and never after an upgrade.
-        let mut flushing = Guarded::new(Stalled { taking: false }, &limits);
+        let mut flushing = Guarded::new(Stalled { taking: false }, &limits, Instant::now());
         flushing.pending = Some((b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), 0));
         let flushed = tokio::time::timeout(
             Duration::from_secs(5),
@@ -567,7 +613,7 @@ mod tests {
         .await
         .expect("the flush gives up");
         assert_eq!(flushed.unwrap_err().kind(), io::ErrorKind::TimedOut);
-        let mut upgraded = Guarded::new(Stalled { taking: false }, &limits);
+        let mut upgraded = Guarded::new(Stalled { taking: false }, &limits, Instant::now());
         upgraded.upgraded = true;
         let stream = tokio::time::timeout(
             Duration::from_millis(400),
@@ -579,7 +625,7 @@ mod tests {
 
     #[tokio::test]
     async fn hypers_refusal_offered_again_after_a_wait_is_written_once() {
-        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default());
+        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default(), Instant::now());
         let refusal = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
@@ -594,7 +640,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_offered_again_after_a_wait_is_counted_once() {
-        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default());
+        let mut guarded = Guarded::new(Stalled { taking: false }, &EdgeLimits::default(), Instant::now());
         // Two pipelined heads seen: two answers owed.
         guarded.saw(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n");
         assert_eq!(guarded.unanswered, 2);

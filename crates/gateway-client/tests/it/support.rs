@@ -50,7 +50,7 @@ impl Gateway {
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let app = gateway_http::app(state);
+        let app = gateway_http::router(state);
         let task = tokio::spawn(async move {
             let _ = gateway_http::serve(listener, app, std::future::pending()).await;
         });

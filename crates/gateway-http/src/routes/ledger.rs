@@ -355,17 +355,10 @@ pub struct BalanceAnswer(AccountBalances);
 /// headers, the request id, the security headers, and the cross-origin ones.
 const BALANCE_ANSWER_HEADERS: usize = 16;
 
-impl BalanceAnswer {
-    /// The answer's body.
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
-        write_balance_json(out, &self.0);
-    }
-}
-
 impl IntoResponse for BalanceAnswer {
     fn into_response(self) -> Response {
         let mut body = Vec::with_capacity(160);
-        self.write_json(&mut body);
+        write_balance_json(&mut body, &self.0);
         let mut response = Response::new(axum::body::Body::from(body));
         let headers = response.headers_mut();
         headers.reserve(BALANCE_ANSWER_HEADERS);
@@ -451,19 +444,6 @@ pub async fn balance(
     let coop = common::path_coop(&caller, &coop)?;
     let account = account(&coop, &did)?;
     balance_of(&state, &coop, &account, query.currency).await
-}
-
-/// [`balance`] without a currency: the handler of a plain balance read answered by its
-/// connection ([`crate::hot::Front`]).
-pub(crate) async fn plain_balance(
-    state: &AppState,
-    caller: &Caller,
-    coop: &str,
-    did: &str,
-) -> ApiResult<BalanceAnswer> {
-    let coop = common::path_coop(caller, coop)?;
-    let account = account(&coop, did)?;
-    balance_of(state, &coop, &account, None).await
 }
 
 /// The caller's own balance in the token's coop (short family).

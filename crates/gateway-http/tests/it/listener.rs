@@ -1,8 +1,6 @@
-//! The front of a plain HTTP connection (`serve`): plain balance reads answered by the
-//! connection itself, everything else by hyper, with the connection's bytes handed over whole.
-//! Here over real sockets: pipelining, heads in pieces, the hand-over, the trusted proxy's
-//! fields, the quarantine, the deadlines and the shutdown. That its answers are the router's is
-//! `hot.rs`'s comparison.
+//! The accept loop (`serve`) over real sockets: pipelining, heads in pieces, the trusted proxy's
+//! fields, the quarantine, the deadlines, slow readers, oversized heads and the shutdown. The
+//! same rules over TLS are `listener_tls.rs`'s.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -32,8 +30,8 @@ impl Wire {
     }
 }
 
-/// Serves `app`'s state as gatewayd does (the served app, the edge's limits `limits`) on a free
-/// port until `stop` resolves.
+/// Serves `app`'s state as gatewayd does (the router, the edge's limits `limits`) on a free port
+/// until `stop` resolves.
 pub async fn serve_with(
     app: &TestApp,
     limits: gateway_http::serve::EdgeLimits,
@@ -41,7 +39,7 @@ pub async fn serve_with(
 ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let served = gateway_http::app(app.state.clone());
+    let served = gateway_http::router(app.state.clone());
     let task = tokio::spawn(async move {
         gateway_http::serve::serve(listener, served, limits, stop).await.unwrap();
     });
@@ -65,7 +63,7 @@ pub fn get_head(path: &str, fields: &[String]) -> String {
 }
 
 /// Reads one answer (a head, then its `content-length` of body) from `socket`.
-pub async fn read_answer(socket: &mut TcpStream, pending: &mut Vec<u8>) -> Wire {
+pub async fn read_answer<S: tokio::io::AsyncRead + Unpin>(socket: &mut S, pending: &mut Vec<u8>) -> Wire {
     let deadline = Duration::from_secs(10);
     let end = loop {
         if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -107,12 +105,12 @@ pub async fn exchange(addr: SocketAddr, head: &str) -> Wire {
 }
 
 /// Whether the peer closed `socket` (within 5 s).
-async fn closed(socket: &mut TcpStream) -> bool {
+pub async fn closed<S: tokio::io::AsyncRead + Unpin>(socket: &mut S) -> bool {
     let mut byte = [0u8; 1];
     matches!(tokio::time::timeout(Duration::from_secs(5), socket.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
 }
 
-fn bearer(token: &str) -> String {
+pub fn bearer(token: &str) -> String {
     format!("authorization: Bearer {token}")
 }
 
@@ -148,14 +146,13 @@ async fn pipelined_reads_are_answered_in_order_and_a_head_may_come_in_pieces() {
 }
 
 #[tokio::test]
-async fn another_request_hands_the_connection_to_hyper_with_its_bytes() {
+async fn reads_and_other_requests_share_a_pipelined_connection() {
     let app = TestApp::new().await;
     let (_, members) = app.coop_with_members("c1", 1, &[2]).await;
     let addr = serve(&app).await;
     let read = get_head(&format!("/v1/ledger/c1/balance/{}", did_of(2)), &[bearer(&members[0])]);
     let mut socket = TcpStream::connect(addr).await.unwrap();
-    // A read, then a health check and two more reads behind it in the same write: the front
-    // answers the first, hyper the rest, from the bytes the front had already read.
+    // A read, then a health check and two more reads behind it in the same write.
     let pipelined = format!("{read}{}{read}{read}", get_head("/v1/health", &[]));
     socket.write_all(pipelined.as_bytes()).await.unwrap();
     let mut pending = Vec::new();
@@ -168,7 +165,7 @@ async fn another_request_hands_the_connection_to_hyper_with_its_bytes() {
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.json()["did"], did_of(2));
     }
-    // A body, a close, a cross-origin read: hyper's too, from the first request.
+    // With a body, a close, a cross-origin origin: answered alike.
     for fields in
         [vec!["content-length: 2".to_owned()], vec!["connection: close".into()], vec!["origin: https://x".into()]]
     {
@@ -184,7 +181,7 @@ async fn another_request_hands_the_connection_to_hyper_with_its_bytes() {
 }
 
 #[tokio::test]
-async fn a_trusted_proxys_fields_are_kept_and_a_quarantined_client_is_refused_at_the_front() {
+async fn a_trusted_proxys_fields_are_kept_and_a_quarantined_client_is_refused() {
     let app = edge_app().await;
     let (_, members) = app.coop_with_members("c1", 1, &[2]).await;
     let addr = serve(&app).await;
@@ -193,7 +190,7 @@ async fn a_trusted_proxys_fields_are_kept_and_a_quarantined_client_is_refused_at
     let answer = exchange(addr, &get_head(&path, &[bearer(&members[0]), "x-request-id: proxy-id-1".into()])).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.header("x-request-id"), Some("proxy-id-1"));
-    // Forged tokens from one forwarded client: quarantined after three, at the front too.
+    // Forged tokens from one forwarded client: quarantined after three.
     let forged = format!("{}AAAA", &members[0][..members[0].len() - 4]);
     let from = "x-forwarded-for: 203.0.113.7".to_owned();
     for _ in 0..3 {
@@ -232,11 +229,11 @@ async fn a_slow_head_is_timed_out_and_at_shutdown_an_idle_connection_closes_and_
     assert_eq!(answer.status, StatusCode::REQUEST_TIMEOUT);
     assert_eq!(answer.json()["code"], "REQUEST_TIMEOUT");
     assert!(closed(&mut slow).await);
-    // A read answered, then the connection idles at the front until the gateway stops.
+    // A read answered, then the connection idles until the gateway stops.
     let mut idle = TcpStream::connect(addr).await.unwrap();
     idle.write_all(head.as_bytes()).await.unwrap();
     assert_eq!(read_answer(&mut idle, &mut Vec::new()).await.status, StatusCode::OK);
-    // A head under way when the gateway stops is answered (by hyper), then the connection closes.
+    // A head under way when the gateway stops is answered, then the connection closes.
     let mut partial = TcpStream::connect(addr).await.unwrap();
     partial.write_all(&head.as_bytes()[..20]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -257,7 +254,6 @@ async fn a_client_that_does_not_take_its_answers_is_let_go_after_the_idle_timeou
         ..gateway_http::serve::EdgeLimits::default()
     };
     let (addr, _server) = serve_with(&app, limits, std::future::pending()).await;
-    // Answered by the front, and (with `connection: keep-alive`) by hyper.
     for fields in [vec![], vec!["connection: keep-alive".to_owned()]] {
         // A small receive window, many pipelined reads (refused: no token), and no reading.
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -286,17 +282,17 @@ async fn a_client_that_does_not_take_its_answers_is_let_go_after_the_idle_timeou
 }
 
 #[tokio::test]
-async fn a_head_over_the_fronts_limit_is_hypers() {
+async fn a_long_head_is_served_and_one_past_64_kib_is_refused_at_once() {
     let app = TestApp::new().await;
     let (_, members) = app.coop_with_members("c1", 1, &[2]).await;
     let addr = serve(&app).await;
     let path = format!("/v1/ledger/c1/balance/{}", did_of(2));
-    // 20 KiB: past the front's 16, within hyper's 64: hyper answers it, as any other read.
+    // 20 KiB: within hyper's 64, answered as any other read.
     let long =
         exchange(addr, &get_head(&path, &[bearer(&members[0]), format!("x-long: {}", "a".repeat(20 * 1024))])).await;
     assert_eq!(long.status, StatusCode::OK);
     // A head that goes on past hyper's 64 KiB without ending: hyper's 431 with the contract's
-    // body, at once (the front does not keep reading it until the head deadline).
+    // body, at once (not at the head deadline).
     let mut socket = TcpStream::connect(addr).await.unwrap();
     let endless = get_head(&path, &[bearer(&members[0]), format!("x-long: {}", "a".repeat(70 * 1024))]);
     let endless = endless.trim_end_matches("\r\n");
@@ -310,4 +306,59 @@ async fn a_head_over_the_fronts_limit_is_hypers() {
         .expect("refused well before the head deadline");
     assert_eq!(refused.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     assert_eq!(refused.json()["code"], "BAD_REQUEST");
+}
+
+/// A refusal given before a POST's body was read says `Connection: close` (hyper will not read
+/// the rest to keep the connection); an answer after the body was read keeps it, and the next
+/// request on it is answered. A client that follows `Connection` never sends into a dead one.
+#[tokio::test]
+async fn a_refusal_before_the_body_was_read_closes_and_says_so() {
+    let app = TestApp::new().await;
+    let (_, members) = app.coop_with_members("c1", 1, &[2]).await;
+    let addr = serve(&app).await;
+    let body = serde_json::json!({ "from": did_of(2), "to": did_of(1), "amount": 1 }).to_string();
+    let post = |fields: &[String], body: &str| {
+        let mut head = format!(
+            "POST /v1/ledger/c1/payment HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        for field in fields {
+            head.push_str(field);
+            head.push_str("\r\n");
+        }
+        format!("{head}\r\n{body}")
+    };
+    let health = get_head("/v1/health", &[]);
+    // Refused before the body is read: no token, a forged one, a route that does not exist.
+    let forged = format!("{}AAAA", &members[0][..members[0].len() - 4]);
+    for (request, status) in [
+        (post(&[], &body), StatusCode::UNAUTHORIZED),
+        (post(&[bearer(&forged)], &body), StatusCode::UNAUTHORIZED),
+        (
+            format!("POST /v1/nowhere HTTP/1.1\r\nhost: gateway\r\ncontent-length: {}\r\n\r\n{body}", body.len()),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let answer = read_answer(&mut socket, &mut Vec::new()).await;
+        assert_eq!(answer.status, status);
+        assert_eq!(answer.header("connection"), Some("close"), "{status}: {:?}", answer.headers);
+        assert!(closed(&mut socket).await, "{status}: closed as it said");
+    }
+    // Read, then refused (a field of the body is wrong), or accepted: the connection carries on.
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    let mut pending = Vec::new();
+    let wrong = serde_json::json!({ "from": did_of(2), "to": did_of(1), "amount": "lots" }).to_string();
+    for (request, status) in [
+        (post(&[bearer(&members[0])], &wrong), StatusCode::BAD_REQUEST),
+        (post(&[bearer(&members[0])], &body), StatusCode::CREATED),
+    ] {
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let answer = read_answer(&mut socket, &mut pending).await;
+        assert_eq!(answer.status, status, "{:?}", answer.json());
+        assert_eq!(answer.header("connection"), None, "{status}: kept");
+        socket.write_all(health.as_bytes()).await.unwrap();
+        assert_eq!(read_answer(&mut socket, &mut pending).await.status, StatusCode::OK, "after {status}");
+    }
 }
