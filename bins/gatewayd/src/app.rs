@@ -123,7 +123,12 @@ pub async fn serve(
         limiter_clock: Arc::new(gateway_limits::SystemClock::new()),
         membership_ttl: Duration::from_secs(1),
         receipt_keys: Arc::new(
-            crate::keys::KeystoreKeys::load(config.keystore.clone(), config.keystore_passphrase.clone()).await,
+            crate::keys::KeystoreKeys::load(
+                config.keystore.clone(),
+                config.keystore_passphrase.clone(),
+                config.allow_unsigned_receipts,
+            )
+            .await?,
         ),
         cluster: redis.as_ref().zip(redis_limits.clone()).map(|(redis, limits)| gateway_http::Cluster {
             limits,
@@ -219,6 +224,39 @@ pub async fn serve(
         }
     }
     background.shutdown().await;
+    Ok(())
+}
+
+/// `config check --connect`: what start-up does with the outside world, without serving. Opens
+/// the store (applying its migrations, as start-up would), pings Redis within 2 s, and unlocks
+/// the keystore (honouring `--allow-unsigned-receipts`); the first failure is the error.
+pub async fn connect_check(config: &GatewayConfig) -> anyhow::Result<()> {
+    Store::open_with(&config.store, config.store_options)
+        .await
+        .with_context(|| format!("opening the store {}", config.store))?;
+    println!("store: {} opens", config.store);
+    if let Some(settings) = &config.redis {
+        let redis = gateway_redis::Redis::new(gateway_redis::RedisConfig {
+            prefix: settings.prefix.clone(),
+            ..gateway_redis::RedisConfig::new(&settings.url)
+        })
+        .map_err(anyhow::Error::msg)?;
+        redis
+            .warm_up(Duration::from_secs(2))
+            .await
+            .map_err(|err| anyhow::anyhow!("Redis {} does not answer: {err}", redis.url()))?;
+        println!("redis: {} answers", redis.url());
+    }
+    if config.keystore.is_some() {
+        let keys = crate::keys::KeystoreKeys::load(
+            config.keystore.clone(),
+            config.keystore_passphrase.clone(),
+            config.allow_unsigned_receipts,
+        )
+        .await?;
+        let state = if gateway_domain::governance::ReceiptKeys::available(&keys) { "unlocks" } else { "stays locked" };
+        println!("keystore: {state}");
+    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! built-in default. This module reads files and the environment but starts nothing.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use axum::http::HeaderValue;
@@ -79,7 +79,42 @@ pub enum KeystoreAction {
 #[derive(Debug, Subcommand)]
 pub enum ConfigAction {
     /// Resolve and validate the configuration without starting.
-    Check,
+    Check {
+        /// Also do what start-up does with the outside world: open the store (applying its
+        /// migrations), ping Redis, unlock the keystore. Without it the check reads only the
+        /// configuration and the files it names.
+        #[arg(long)]
+        connect: bool,
+    },
+}
+
+impl Settings {
+    /// These settings (read from a configuration file) with every relative path in them resolved
+    /// against `dir`, the file's directory: the database of a `sqlite:` store, the keystore, the
+    /// passphrase file and the TLS files.
+    fn anchored(mut self, dir: Option<&Path>) -> Self {
+        let Some(dir) = dir else { return self };
+        let anchor = |path: &mut Option<PathBuf>| {
+            if let Some(p) = path.as_mut()
+                && p.is_relative()
+            {
+                *p = dir.join(&*p);
+            }
+        };
+        anchor(&mut self.keystore);
+        anchor(&mut self.passphrase_file);
+        anchor(&mut self.tls_cert);
+        anchor(&mut self.tls_key);
+        if let Some(store) = &mut self.store
+            && let Some(path) = store.strip_prefix("sqlite:").map(|p| p.strip_prefix("//").unwrap_or(p))
+            && !path.is_empty()
+            && path != ":memory:"
+            && Path::new(path).is_relative()
+        {
+            *store = format!("sqlite:{}", dir.join(path).display());
+        }
+        self
+    }
 }
 
 /// Every setting, declared once: each field is a flag, an `ICN_GATEWAY_<NAME>` variable and a
@@ -146,6 +181,11 @@ pub struct Settings {
     /// /proc/<pid>/environ.
     #[arg(long, env = "ICN_GATEWAY_PASSPHRASE_FILE", global = true)]
     pub passphrase_file: Option<PathBuf>,
+    /// Serve even when the configured keystore cannot be unlocked (no passphrase, or a wrong
+    /// one): proposals then close without signed receipts. Without it, start-up refuses
+    /// [default: false].
+    #[arg(long, env = "ICN_GATEWAY_ALLOW_UNSIGNED_RECEIPTS", global = true)]
+    pub allow_unsigned_receipts: Option<bool>,
     /// TLS certificate chain (PEM); with --tls-key, serves TLS 1.3 only.
     #[arg(long, env = "ICN_GATEWAY_TLS_CERT", global = true)]
     pub tls_cert: Option<PathBuf>,
@@ -305,6 +345,8 @@ pub struct GatewayConfig {
     pub keystore_passphrase: Option<zeroize::Zeroizing<String>>,
     /// Where the passphrase came from (printed by `config check`).
     pub passphrase_source: Option<crate::keys::PassphraseSource>,
+    /// Whether to serve when the configured keystore cannot be unlocked.
+    pub allow_unsigned_receipts: bool,
     /// TLS files, if TLS is on.
     pub tls: Option<TlsFiles>,
     /// Allowed CORS origin in production mode.
@@ -336,12 +378,42 @@ impl GatewayConfig {
             }
             None => Settings::default(),
         };
+        // Relative paths in the file are the file's: resolved against its directory, so the
+        // gateway finds its database and keystore whatever directory it is started from.
+        let file_dir = match &settings.config {
+            Some(path) => Some(
+                std::path::absolute(path)
+                    .with_context(|| format!("resolving {}", path.display()))?
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+            ),
+            None => None,
+        };
+        let file = file.anchored(file_dir.as_deref());
         let dev = settings.dev || file.dev;
-        let store_text = settings
-            .store
-            .or(file.store)
-            .unwrap_or_else(|| if dev { "memory".to_owned() } else { "sqlite:gateway.db".to_owned() });
-        let store = store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)?;
+        let default_store = || {
+            if dev {
+                "memory".to_owned()
+            } else {
+                let default = Path::new("gateway.db");
+                format!(
+                    "sqlite:{}",
+                    file_dir.as_deref().map_or_else(|| default.to_path_buf(), |dir| dir.join(default)).display()
+                )
+            }
+        };
+        let store_text = settings.store.or(file.store).unwrap_or_else(default_store);
+        // A SQLite file is named by its absolute path from here on (the start-up line shows it).
+        let store = match store_text.parse::<StoreSpec>().map_err(anyhow::Error::msg)? {
+            StoreSpec::SqliteFile(path) => StoreSpec::SqliteFile(
+                std::path::absolute(&path)
+                    .with_context(|| format!("resolving the database path {path}"))?
+                    .display()
+                    .to_string(),
+            ),
+            other => other,
+        };
         let redis_url = settings.redis.or(file.redis).filter(|url| !url.is_empty());
         let velocity_fallback = match settings.redis_velocity_fallback.or(file.redis_velocity_fallback) {
             Some(VelocityFallbackArg::Local) => gateway_http::limits::VelocityFallback::Local,
@@ -480,6 +552,7 @@ impl GatewayConfig {
             keystore: settings.keystore.or(file.keystore),
             keystore_passphrase: passphrase.as_ref().map(|(secret, _)| secret.clone()),
             passphrase_source: passphrase.map(|(_, source)| source),
+            allow_unsigned_receipts: settings.allow_unsigned_receipts.or(file.allow_unsigned_receipts).unwrap_or(false),
             tls,
             cors_origin,
             open_enrollment: settings
@@ -500,7 +573,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\nallow_unsigned_receipts = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -525,6 +598,7 @@ impl GatewayConfig {
             self.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.keystore,
             self.passphrase_source.as_ref().map_or_else(|| "none".to_owned(), |source| format!("<from {source}>")),
+            self.allow_unsigned_receipts,
             self.tls.is_some(),
             self.cors_origin.as_ref().and_then(|o| o.to_str().ok()),
             self.open_enrollment,
@@ -607,13 +681,48 @@ mod tests {
         let config = GatewayConfig::resolve(settings()).unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(config.metrics_listen.port(), 9100);
-        assert_eq!(config.store, StoreSpec::SqliteFile("gateway.db".into()));
+        let here = std::env::current_dir().unwrap().join("gateway.db");
+        assert_eq!(
+            config.store,
+            StoreSpec::SqliteFile(here.display().to_string()),
+            "absolute, in the working directory"
+        );
         assert!(!config.open_enrollment);
         assert_eq!(config.trust_default, 0.0);
         let dev = GatewayConfig::resolve(Settings { dev: true, ..settings() }).unwrap();
         assert!(dev.open_enrollment);
         assert_eq!(dev.trust_default, 0.9);
         assert_eq!(dev.store, StoreSpec::Memory);
+    }
+
+    /// Started from another directory, a gateway configured by a file finds the file's database,
+    /// keystore, passphrase and TLS files: relative paths in the file are the file's; flags stay
+    /// relative to the working directory.
+    #[test]
+    fn relative_paths_in_a_file_are_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(
+            &path,
+            "jwt_secret = \"0123456789abcdef0123456789abcdef\"\nstore = \"sqlite:data/gw.db\"\nkeystore = \"keystore.json\"\n\
+             tls_cert = \"tls/cert.pem\"\ntls_key = \"/etc/abs/key.pem\"\n",
+        )
+        .unwrap();
+        let config = GatewayConfig::resolve(Settings { config: Some(path.clone()), ..Settings::default() }).unwrap();
+        let dir = std::path::absolute(dir.path()).unwrap();
+        assert_eq!(config.store, StoreSpec::SqliteFile(dir.join("data/gw.db").display().to_string()));
+        assert_eq!(config.keystore, Some(dir.join("keystore.json")));
+        let tls = config.tls.expect("tls files");
+        assert_eq!((tls.cert, tls.key), (dir.join("tls/cert.pem"), PathBuf::from("/etc/abs/key.pem")));
+        // Without a store in the file, the default database is the file's neighbour too.
+        std::fs::write(&path, "jwt_secret = \"0123456789abcdef0123456789abcdef\"\n").unwrap();
+        let config = GatewayConfig::resolve(Settings { config: Some(path.clone()), ..Settings::default() }).unwrap();
+        assert_eq!(config.store, StoreSpec::SqliteFile(dir.join("gateway.db").display().to_string()));
+        // A flag is the operator's, relative to where they typed it.
+        let flagged = Settings { config: Some(path), store: Some("sqlite:here.db".into()), ..Settings::default() };
+        let config = GatewayConfig::resolve(flagged).unwrap();
+        let here = std::env::current_dir().unwrap().join("here.db");
+        assert_eq!(config.store, StoreSpec::SqliteFile(here.display().to_string()));
     }
 
     #[test]

@@ -111,42 +111,54 @@ impl KeystoreKeys {
         Self { master: None, missing_reason: reason }
     }
 
-    /// Unlocks the keystore at `path` (if any) with `passphrase`.
-    pub(crate) async fn load(path: Option<PathBuf>, passphrase: Option<Zeroizing<String>>) -> Self {
+    /// Unlocks the keystore at `path` (if any) with `passphrase`. A keystore that is configured
+    /// but cannot be unlocked (no passphrase, a wrong one, an unreadable file) stops start-up,
+    /// unless `allow_unsigned` says to serve without receipts, which is then logged as an error.
+    pub(crate) async fn load(
+        path: Option<PathBuf>,
+        passphrase: Option<Zeroizing<String>>,
+        allow_unsigned: bool,
+    ) -> anyhow::Result<Self> {
         let Some(file) = path else {
             tracing::info!("no --keystore: proposals close without signed receipts (reason no_keystore)");
-            return Self::missing("no_keystore");
+            return Ok(Self::missing("no_keystore"));
         };
-        let Some(secret) = passphrase else {
-            tracing::warn!(
-                "no keystore passphrase (--passphrase-file, the {PASSPHRASE_CREDENTIAL} credential or {PASSPHRASE_VAR}): the keystore stays locked and receipts are unavailable (reason keystore_locked)"
+        let why = match passphrase {
+            None => format!(
+                "the keystore {} is configured but no passphrase was given (--passphrase-file, the {PASSPHRASE_CREDENTIAL} credential or {PASSPHRASE_VAR})",
+                file.display()
+            ),
+            Some(secret) => {
+                let shown = file.display().to_string();
+                match tokio::task::spawn_blocking(move || gateway_auth::keystore::unlock(&file, &secret)).await {
+                    Ok(Ok(keyring)) => {
+                        let current = keyring.current();
+                        let id = current.info().id;
+                        tracing::info!(
+                            master = id,
+                            retired_masters = keyring.masters().len() - 1,
+                            format_version = keyring.version(),
+                            "receipt master secret unlocked: each coop signs with its own derived key"
+                        );
+                        return Ok(Self {
+                            master: Some(MasterSecret::new(id, *current.secret())),
+                            missing_reason: "keystore_locked",
+                        });
+                    }
+                    Ok(Err(err)) => format!("the keystore {shown} could not be unlocked: {err}"),
+                    Err(err) => format!("unlocking the keystore {shown} failed: {err}"),
+                }
+            }
+        };
+        if !allow_unsigned {
+            anyhow::bail!(
+                "{why}; refusing to start without receipts. Fix the passphrase, or start with --allow-unsigned-receipts true to serve with receipts unavailable (reason keystore_locked)"
             );
-            return Self::missing("keystore_locked");
-        };
-        let unlocked = tokio::task::spawn_blocking(move || gateway_auth::keystore::unlock(&file, &secret)).await;
-        match unlocked {
-            Ok(Ok(keyring)) => {
-                let current = keyring.current();
-                let id = current.info().id;
-                tracing::info!(
-                    master = id,
-                    retired_masters = keyring.masters().len() - 1,
-                    format_version = keyring.version(),
-                    "receipt master secret unlocked: each coop signs with its own derived key"
-                );
-                Self { master: Some(MasterSecret::new(id, *current.secret())), missing_reason: "keystore_locked" }
-            }
-            Ok(Err(err)) => {
-                tracing::error!(
-                    "the keystore could not be unlocked: {err}; receipts are unavailable (reason keystore_locked)"
-                );
-                Self::missing("keystore_locked")
-            }
-            Err(err) => {
-                tracing::error!("unlocking the keystore failed: {err}");
-                Self::missing("keystore_locked")
-            }
         }
+        tracing::error!(
+            "{why}; serving with receipts unavailable (reason keystore_locked), as --allow-unsigned-receipts says"
+        );
+        Ok(Self::missing("keystore_locked"))
     }
 }
 
@@ -156,6 +168,10 @@ impl ReceiptKeys for KeystoreKeys {
             Some(master) => Ok(master.signer(coop, generation)),
             None => Err(self.missing_reason),
         }
+    }
+
+    fn available(&self) -> bool {
+        self.master.is_some()
     }
 }
 

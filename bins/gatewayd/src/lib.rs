@@ -11,7 +11,7 @@ mod nonces;
 mod tasks;
 pub mod workers;
 
-pub use app::{Listeners, serve, tls_server_config};
+pub use app::{Listeners, connect_check, serve, tls_server_config};
 pub use config::{GatewayConfig, TlsFiles};
 pub use keys::{PASSPHRASE_CREDENTIAL, PASSPHRASE_VAR, PassphraseSource, passphrase};
 

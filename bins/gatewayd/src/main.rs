@@ -4,7 +4,7 @@
 //! library's [`gatewayd::serve`] until SIGINT or SIGTERM.
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 /// mimalloc rather than the system allocator: under load, glibc's malloc and free took about a
 /// sixth of the gateway's CPU time (docs/PERFORMANCE.md). Built with `no_thp`: mimalloc would
@@ -20,13 +20,51 @@ use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction
 /// Runs the command; an error is printed as one message (with its causes, never a backtrace,
 /// whatever `RUST_BACKTRACE` says) and the exit status is 1.
 fn main() -> std::process::ExitCode {
-    match run(Cli::parse()) {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    match refuse_unused_settings(&cli, &matches).and_then(|()| run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The settings `gatewayd init` and `gatewayd keystore …` use; any other server option given on
+/// their command line is refused rather than silently ignored (they write files with the
+/// defaults: set the rest in `gateway.toml`, or when serving).
+fn refuse_unused_settings(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let (name, used): (&str, &[&str]) = match &cli.command {
+        Some(Command::Init { .. }) => ("init", &["passphrase_file"]),
+        Some(Command::Keystore { action: KeystoreAction::Init }) => ("keystore init", &["keystore", "passphrase_file"]),
+        Some(Command::Keystore { action: KeystoreAction::Rotate }) => {
+            ("keystore rotate", &["keystore", "passphrase_file"])
+        }
+        _ => return Ok(()),
+    };
+    let mut levels = vec![matches];
+    while let Some((_, sub)) = levels.last().and_then(|m| m.subcommand()) {
+        levels.push(sub);
+    }
+    let given: Vec<String> = Cli::command()
+        .get_arguments()
+        .filter(|arg| arg.is_global_set() && !used.contains(&arg.get_id().as_str()))
+        .filter(|arg| {
+            levels.iter().any(|m| m.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        })
+        .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+        .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "gatewayd {name} does not use {}: it writes its files with the defaults; set these in gateway.toml (or give them when serving)",
+        given.join(", ")
+    )
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -58,7 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("stopped");
             Ok(())
         }
-        Some(Command::Config { action: ConfigAction::Check }) => {
+        Some(Command::Config { action: ConfigAction::Check { connect } }) => {
             // The check builds the Redis handle, which starts a task: it needs a runtime, one
             // thread of it.
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -69,6 +107,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let _runtime = runtime.enter();
                 config.check()?
             };
+            if connect {
+                runtime.block_on(gatewayd::connect_check(&config))?;
+            }
             for warning in &warnings {
                 println!("warning: {warning}");
             }

@@ -192,3 +192,93 @@ fn config_check_accepts_a_redis_url_without_connecting() {
     assert!(output.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("redis = redis://127.0.0.1:1/0"), "{stdout}");
 }
+
+/// `config check --connect` does what start-up does with the outside world and refuses what it
+/// would refuse: an unreachable PostgreSQL, a missing database, `sslmode=require` on a server
+/// without TLS, a wrong keystore passphrase. Plain `config check` reads only the configuration.
+#[test]
+fn config_check_connect_refuses_what_start_up_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |args: &[&str], env: &[(&str, &str)]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+            .args(args)
+            .env("ICN_GATEWAY_JWT_SECRET", "x".repeat(32))
+            .env_remove("ICN_PASSPHRASE")
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)),
+        )
+    };
+    let unreachable = ["--store", "postgres://postgres@127.0.0.1:1/test"];
+    let (ok, said) = check(&[&unreachable[..], &["config", "check"]].concat(), &[]);
+    assert!(ok, "without --connect the check stays offline: {said}");
+    let (ok, said) = check(&[&unreachable[..], &["config", "check", "--connect"]].concat(), &[]);
+    assert!(!ok && said.contains("opening the store"), "{said}");
+    let db = dir.path().join("gw.db");
+    let sqlite = format!("sqlite:{}", db.display());
+    let (ok, said) = check(&["--store", &sqlite, "config", "check", "--connect"], &[]);
+    assert!(ok && said.contains("opens") && db.exists(), "{said}");
+    // A keystore the passphrase does not open is refused, as start-up refuses it.
+    let keystore = dir.path().join("ks.json");
+    let init = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
+        .env("ICN_PASSPHRASE", "the right passphrase")
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let with_keystore = ["--store", &sqlite, "--keystore", keystore.to_str().unwrap(), "config", "check", "--connect"];
+    let (ok, said) = check(&with_keystore, &[("ICN_PASSPHRASE", "wrong")]);
+    assert!(!ok && said.contains("refusing to start"), "{said}");
+    let (ok, said) = check(&with_keystore, &[("ICN_PASSPHRASE", "the right passphrase")]);
+    assert!(ok && said.contains("keystore: unlocks"), "{said}");
+    // With the PostgreSQL of the tests: a database that does not exist, and TLS it does not speak.
+    let Ok(url) = std::env::var("GATEWAY_TEST_POSTGRES_URL") else {
+        eprintln!(
+            "SKIPPED the PostgreSQL part of config_check_connect_refuses_what_start_up_would: GATEWAY_TEST_POSTGRES_URL is not set"
+        );
+        return;
+    };
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+    let missing = format!("{base}/no_such_database_for_the_check");
+    let (ok, said) = check(&["--store", &missing, "config", "check", "--connect"], &[]);
+    assert!(!ok && said.contains("opening the store"), "{said}");
+    let tls = format!("{url}{}sslmode=require", if url.contains('?') { '&' } else { '?' });
+    let (ok, said) = check(&["--store", &tls, "config", "check", "--connect"], &[]);
+    assert!(!ok && said.contains("opening the store"), "{said}");
+}
+
+/// `gatewayd init` and `gatewayd keystore …` write files with the defaults: a server option
+/// given to them would be silently lost, so it is refused, naming it, and nothing is written.
+/// What they use (`--founder`, `--force`, `--dir`, `--keystore` for the keystore commands,
+/// `--passphrase-file`) is accepted.
+#[test]
+fn init_refuses_server_options_it_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+            .args(args)
+            .env_remove("ICN_PASSPHRASE")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    for (args, named) in [
+        (&["init", "--store", "postgres://db/gw"][..], "--store"),
+        (&["init", "--redis", "redis://cache", "--listen", "0.0.0.0:80"][..], "--redis, --listen"),
+        (&["--trusted-proxy", "10.0.0.1", "init"][..], "--trusted-proxy"),
+        (&["keystore", "init", "--keystore", "ks.json", "--store", "memory"][..], "--store"),
+    ] {
+        let (ok, said) = run(args);
+        assert!(!ok && said.contains("does not use") && said.contains(named), "{args:?}: {said}");
+    }
+    assert!(!dir.path().join("gateway.toml").exists(), "nothing written");
+    assert!(!dir.path().join("ks.json").exists(), "nothing written");
+    let (ok, said) = run(&["init", "--founder", "did:key:z6MkgAnvkP45uNxwCKeNdt6wrYkEjpYX4f7Nrd8MQqFL8Fbn"]);
+    assert!(ok, "{said}");
+    assert!(dir.path().join("gateway.toml").exists());
+}

@@ -51,6 +51,8 @@ async fn keystore_init_unlock_and_locked_behaviour() {
     let flags = ["--open-enrollment", "true", "--trust-default", "0.9", "--keystore", keystore.to_str().unwrap()];
     let (old_receipt, old_keys) = {
         let unlocked = start_with_env(dir.path(), &flags, &[("ICN_PASSPHRASE", PASS)]);
+        let (_, health) = json_request(&unlocked.api, "GET", "/v1/health", None, None).await;
+        assert_eq!(health["receipts"], "ok", "{health}");
         let (token, id) = close_a_proposal(&unlocked.api).await;
         let (status, receipt) =
             json_request(&unlocked.api, "GET", &format!("/v1/gov/proposals/{id}/proof"), None, Some(&token)).await;
@@ -105,7 +107,27 @@ async fn keystore_init_unlock_and_locked_behaviour() {
     std::fs::copy(&keystore, other.path().join("keystore.json")).unwrap();
     let copied = other.path().join("keystore.json");
     let locked_flags = ["--open-enrollment", "true", "--trust-default", "0.9", "--keystore", copied.to_str().unwrap()];
-    let locked = start_with_env(other.path(), &locked_flags, &[("ICN_PASSPHRASE", "wrong")]);
+    // A keystore that cannot be unlocked stops start-up, saying why and what to do: a wrong
+    // passphrase, and none at all.
+    for env in [&[("ICN_PASSPHRASE", "wrong")][..], &[][..]] {
+        let refused = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", "memory"])
+            .args(locked_flags)
+            .env_remove("ICN_PASSPHRASE")
+            .envs(env.iter().copied())
+            .env("ICN_GATEWAY_JWT_SECRET", "s".repeat(32))
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+        assert!(!refused.status.success(), "{env:?}: {said}");
+        assert!(said.contains("refusing to start") && said.contains("--allow-unsigned-receipts"), "{env:?}: {said}");
+        assert!(!said.contains("listening on"), "{env:?}: it never served: {said}");
+    }
+    // Only when the operator says so does it serve locked, and its health says so.
+    let allowed: Vec<&str> = locked_flags.iter().copied().chain(["--allow-unsigned-receipts", "true"]).collect();
+    let locked = start_with_env(other.path(), &allowed, &[("ICN_PASSPHRASE", "wrong")]);
+    let (_, health) = json_request(&locked.api, "GET", "/v1/health", None, None).await;
+    assert_eq!(health["receipts"], "unavailable", "{health}");
     let (token, id) = close_a_proposal(&locked.api).await;
     let (status, body) =
         json_request(&locked.api, "GET", &format!("/v1/gov/proposals/{id}/proof"), None, Some(&token)).await;

@@ -46,6 +46,9 @@ pub trait ReceiptKeys: Send + Sync + fmt::Debug {
     /// The signer of `coop` at key generation `generation` under the current master, or the
     /// machine reason there is none (`no_keystore`, `keystore_locked`).
     fn signer(&self, coop: &CoopId, generation: u32) -> Result<super::ReceiptSigner, &'static str>;
+
+    /// Whether receipts can be signed at all (a keystore unlocked, or keys held in memory).
+    fn available(&self) -> bool;
 }
 
 /// A request to create a domain.
@@ -515,6 +518,11 @@ impl Governance {
         .await
     }
 
+    /// Whether closes are signed (a receipt key is at hand), for the health summary.
+    pub fn receipts_available(&self) -> bool {
+        self.keys.available()
+    }
+
     /// A proposal.
     pub async fn proposal(&self, coop: &CoopId, id: &str) -> Result<ProposalRecord, Error> {
         self.reads.proposal(coop, id).await?.ok_or_else(|| Error::not_found("proposal", id))
@@ -965,5 +973,9 @@ impl ReceiptKeys for MemoryReceiptKeys {
             Some(master) => Ok(master.signer(coop, generation)),
             None => Err(self.missing_reason),
         }
+    }
+
+    fn available(&self) -> bool {
+        self.master.read().expect("keys lock").is_some()
     }
 }

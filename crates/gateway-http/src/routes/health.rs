@@ -24,6 +24,9 @@ pub struct HealthResponse {
     /// unreachable, logins answer 503 and request limits are counted per replica.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<&'static str>,
+    /// `ok` when closed proposals get signed receipts, `unavailable` when they do not (no
+    /// keystore, or one the operator chose to serve locked with `--allow-unsigned-receipts`).
+    pub receipts: &'static str,
 }
 
 /// Status-only answer of the probes.
@@ -45,6 +48,7 @@ pub async fn health(State(state): State<AppState>) -> Json<HealthResponse> {
         store: state.store_health.kind(),
         uptime_secs: state.started_at.elapsed().as_secs(),
         redis: redis.map(|up| if up { "ok" } else { "unreachable" }),
+        receipts: if state.governance.receipts_available() { "ok" } else { "unavailable" },
     })
 }
 

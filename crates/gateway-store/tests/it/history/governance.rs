@@ -26,6 +26,10 @@ impl ReceiptKeys for LockedKeys {
     fn signer(&self, _: &CoopId, _: u32) -> Result<ReceiptSigner, &'static str> {
         Err("keystore_locked")
     }
+
+    fn available(&self) -> bool {
+        false
+    }
 }
 
 /// A budget proposal in the coop's `coop` domain, approved by every member, closed by N
