@@ -269,7 +269,7 @@ fn init_refuses_server_options_it_would_ignore() {
     };
     for (args, named) in [
         (&["init", "--store", "postgres://db/gw"][..], "--store"),
-        (&["init", "--redis", "redis://cache", "--listen", "0.0.0.0:80"][..], "--redis, --listen"),
+        (&["init", "--redis", "redis://cache", "--listen", "0.0.0.0:80"][..], "--listen, --redis"),
         (&["--trusted-proxy", "10.0.0.1", "init"][..], "--trusted-proxy"),
         (&["keystore", "init", "--keystore", "ks.json", "--store", "memory"][..], "--store"),
     ] {
