@@ -42,13 +42,22 @@ fn main() -> ExitCode {
 fn test(extra: &[String]) -> ExitCode {
     let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);
+    let mut services = Vec::new();
     for (var, default) in
         [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
     {
         if env::var_os(var).is_none() {
             command.env(var, default);
         }
+        let value = env::var(var).unwrap_or_else(|_| default.to_owned());
+        services.push(format!("{var}={value}"));
     }
+    // Said at once: the first run spends minutes building before the first test line appears.
+    eprintln!(
+        "xtask test: cargo test --workspace --locked {} with {}: building the workspace's tests first (minutes on a first run), then running them",
+        extra.join(" "),
+        services.join(", ")
+    );
     run(&mut command)
 }
 

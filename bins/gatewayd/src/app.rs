@@ -216,10 +216,12 @@ pub async fn serve(
     match tls {
         None => {
             tracing::info!("listening on http://{addr}");
+            tracing::info!("API documentation on http://{addr}/swagger-ui/ (OpenAPI at /api-docs/openapi.json)");
             gateway_http::serve::serve(listener, app, limits, shutdown).await?;
         }
         Some(server) => {
             tracing::info!("listening on https://{addr} (TLS 1.3)");
+            tracing::info!("API documentation on https://{addr}/swagger-ui/ (OpenAPI at /api-docs/openapi.json)");
             gateway_http::serve::serve_tls(listener, app, Arc::new(server), limits, shutdown).await?;
         }
     }

@@ -199,7 +199,10 @@ const LOG_QUEUE_LINES: usize = 8192;
 /// is lossless: when stdout cannot keep up, requests wait for room rather than lines being dropped.
 fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // PostgreSQL's notices (sqlx logs a NOTICE at info) are below what the gateway's operator
+    // needs: "relation already exists, skipping" at every start.
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx::postgres::notice=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
@@ -208,7 +211,8 @@ fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         .finish(std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     match format {
-        LogFormat::Json => builder.json().init(),
+        // The current span (the request's, with its id) once, not again in a list of spans.
+        LogFormat::Json => builder.json().with_span_list(false).init(),
         LogFormat::Text => builder.init(),
     }
     guard

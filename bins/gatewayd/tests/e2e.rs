@@ -282,3 +282,25 @@ fn init_refuses_server_options_it_would_ignore() {
     assert!(ok, "{said}");
     assert!(dir.path().join("gateway.toml").exists());
 }
+
+/// The start-up log says where the API documentation is, next to where it listens, and the
+/// database's absolute path.
+#[tokio::test]
+async fn start_up_names_the_api_docs_and_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = start(dir.path(), &[]);
+    let (status, _) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
+    assert_eq!(status, 200);
+    let docs = format!("API documentation on http://{}/swagger-ui/", gateway.api);
+    // Lines reach the log through the writer thread: give it a moment.
+    for _ in 0..40 {
+        if gateway.logs.lock().unwrap().iter().any(|l| l.contains(&docs)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = gateway.logs.lock().unwrap().join("\n");
+    assert!(logs.contains(&docs), "{logs}");
+    let database = std::path::absolute(dir.path().join("gw.db")).unwrap();
+    assert!(logs.contains(&format!("store=sqlite:{}", database.display())), "{logs}");
+}

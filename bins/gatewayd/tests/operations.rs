@@ -399,9 +399,11 @@ async fn logs_are_json_lines_one_per_request_one_per_failure_and_hold_no_secret(
         }
         if entry["target"] == "gateway::access" {
             let fields = &entry["fields"];
-            for field in ["request_id", "method", "route", "status", "latency_ms"] {
+            for field in ["client", "method", "route", "status", "latency_ms"] {
                 assert!(!fields[field].is_null(), "{field} missing: {line}");
             }
+            assert!(entry["span"]["request_id"].is_string(), "the request's span: {line}");
+            assert!(fields["request_id"].is_null() && entry["spans"].is_null(), "the request id once: {line}");
             access += 1;
         }
     }
@@ -412,7 +414,7 @@ async fn logs_are_json_lines_one_per_request_one_per_failure_and_hold_no_secret(
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|e| e["fields"]["message"] == "request failed")
         .expect("the 503 has its error line");
-    let request_id = failure["fields"]["request_id"].as_str().unwrap().to_owned();
+    let request_id = failure["span"]["request_id"].as_str().unwrap().to_owned();
     let lines_of_that_request = failing_logs.iter().filter(|l| l.contains(&request_id)).count();
     assert_eq!(lines_of_that_request, 2, "one access line and one error line for the failed request");
 }

@@ -420,7 +420,7 @@ fn answered(shared: &Shared, seen: Seen, mut response: Response) -> Response {
 /// the access-log line.
 fn recorded(shared: &Shared, seen: &Seen, status: u16, extensions: &axum::http::Extensions) {
     let state = &shared.state;
-    let Seen { started, method, route, request_id, client, exempt, .. } = seen;
+    let Seen { started, method, route, client, exempt, .. } = seen;
     let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
     let elapsed = started.elapsed();
     state.http_metrics.record(method, route, status, elapsed);
@@ -429,21 +429,22 @@ fn recorded(shared: &Shared, seen: &Seen, status: u16, extensions: &axum::http::
     if !exempt && let Some(violation) = extensions.get::<Violation>() {
         state.misbehavior.record(*client, *violation);
     }
-    let id = request_id.to_str().unwrap_or("-");
+    // Both lines are written inside the request's span, which carries its id: once per line.
     if let Some(InternalCause(cause)) = extensions.get::<InternalCause>() {
-        tracing::error!(request_id = id, %method, route, status, cause, "request failed");
+        tracing::error!(%client, %method, route, status, cause, "request failed");
     }
-    tracing::info!(
-        target: "gateway::access",
-        request_id = id,
-        %method,
-        route,
-        status,
-        // Microsecond precision: `0.09`, not `0.08999900000000001`.
-        latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0,
-        "request"
-    );
+    // Microsecond precision: `0.09`, not `0.08999900000000001`.
+    let latency_ms = (elapsed.as_secs_f64() * 1_000_000.0).round() / 1000.0;
+    if PROBES.contains(&route) {
+        // A load balancer's probes every few seconds would drown the traffic: debug only.
+        tracing::debug!(target: "gateway::access", %client, %method, route, status, latency_ms, "request");
+    } else {
+        tracing::info!(target: "gateway::access", %client, %method, route, status, latency_ms, "request");
+    }
 }
+
+/// The health and readiness probes, whose access lines are logged at debug.
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/v1/health"];
 
 /// The security headers of every answer. The Swagger UI pages get the relaxed
 /// Content-Security-Policy they need (inline styles and scripts, data: images); nothing else does.

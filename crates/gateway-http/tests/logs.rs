@@ -42,8 +42,9 @@ impl Captured {
 }
 
 /// What a handler logs while a request is served carries the request id of the request's
-/// span, and the access line carries it in its fields: both the id the answer gives, a fresh
-/// one or a trusted proxy's. The edge's own quarantine answer is logged inside the span too.
+/// span, and so does the access line, once (in its span, not again in its fields), with the
+/// client's address: the id the answer gives, a fresh one or a trusted proxy's. The edge's own
+/// quarantine answer is logged inside the span too.
 #[tokio::test]
 async fn logs_carry_the_answers_request_id() {
     let captured = Captured::default();
@@ -84,8 +85,9 @@ async fn logs_carry_the_answers_request_id() {
         assert_eq!(handler["span"]["request_id"], id.as_str(), "{handler}");
         let access = line_of(&lines, "request");
         assert_eq!(access["target"], "gateway::access", "{access}");
-        assert_eq!(access["fields"]["request_id"], id.as_str(), "{access}");
+        assert!(access["fields"]["request_id"].is_null(), "once per line: {access}");
         assert_eq!(access["fields"]["route"], "/logs", "{access}");
+        assert!(access["fields"]["client"].as_str().is_some_and(|c| !c.is_empty()), "{access}");
         assert_eq!(access["span"]["request_id"], id.as_str(), "{access}");
     }
 
@@ -101,6 +103,28 @@ async fn logs_carry_the_answers_request_id() {
     assert!(lines.iter().all(|l| l["fields"]["message"] != "in handler"), "a quarantined request reaches no handler");
     let access = line_of(&lines, "request");
     assert_eq!(access["fields"]["status"], 403, "{access}");
-    assert_eq!(access["fields"]["request_id"], id.as_str(), "{access}");
+    assert_eq!(access["fields"]["client"], "198.51.100.70", "the forwarded client: {access}");
     assert_eq!(access["span"]["request_id"], id.as_str(), "{access}");
+}
+
+/// The probes a load balancer sends every few seconds are logged at debug, everything else at
+/// info: at the default level the access log shows traffic, not probes.
+#[tokio::test]
+async fn probes_are_logged_at_debug() {
+    let captured = Captured::default();
+    let subscriber =
+        tracing_subscriber::fmt().json().with_max_level(tracing::Level::DEBUG).with_writer(captured.clone()).finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let app = edge_app().await;
+    let router = gateway_http::router(app.state.clone());
+    for path in ["/healthz", "/readyz", "/v1/health", "/v1/coops"] {
+        support::send(&router, build(Method::GET, path, None, None)).await;
+        let lines = captured.take();
+        let access = lines
+            .iter()
+            .find(|l| l["target"] == "gateway::access")
+            .unwrap_or_else(|| panic!("{path}: no access line in {lines:?}"));
+        let expected = if path == "/v1/coops" { "INFO" } else { "DEBUG" };
+        assert_eq!(access["level"], expected, "{path}: {access}");
+    }
 }

@@ -22,7 +22,14 @@ pub async fn fresh_postgres_schema(prefix: &str) -> Option<String> {
     let schema = format!("{prefix}_{}", gateway_domain::events::new_id());
     let pool = sqlx::PgPool::connect(&url)
         .await
-        .unwrap_or_else(|e| panic!("{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}"));
+        .unwrap_or_else(|e| {
+            panic!(
+                "{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}\n\
+                 Is the server running, and does the database exist? On a stock machine: \
+                 `createdb -h 127.0.0.1 -U postgres test` (or `psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`); \
+                 or unset {POSTGRES_VAR} to skip the PostgreSQL runs"
+            )
+        });
     sqlx::query(&format!("CREATE SCHEMA {schema}"))
         .execute(&pool)
         .await
