@@ -93,7 +93,9 @@ pub async fn serve(
         .map_err(anyhow::Error::msg)?;
     let redis_limits = redis.as_ref().map(|redis| Arc::new(gateway_redis::RedisLimits::new(redis.clone())));
     if let Some(redis) = &redis {
-        match redis.ping().await {
+        // The first answer also opens the connection: it gets 2 s, not the 50 ms budget of an
+        // operation, so that a slow connect at start-up is not taken for an outage.
+        match redis.warm_up(Duration::from_secs(2)).await {
             Ok(()) => tracing::info!(redis = %redis.url(), "sharing limits, challenges and nonces through Redis"),
             Err(err) => tracing::warn!(
                 redis = %redis.url(),
@@ -274,9 +276,6 @@ async fn shared_nonces(
     redis: Option<&gateway_redis::Redis>,
 ) -> Option<Arc<dyn gateway_auth::NonceStore>> {
     if let Some(redis) = redis {
-        if let Err(err) = redis.warm_up(Duration::from_secs(2)).await {
-            tracing::warn!("Redis did not answer at start-up: {err}");
-        }
         let nonces = gateway_redis::RedisNonceStore::new(redis.clone());
         let now_millis = gateway_core::Clock::now_unix_millis(&SystemClock);
         match nonces.begin(now_millis).await {

@@ -505,7 +505,6 @@ impl GatewayConfig {
             pin: settings.pin_workers.or(file.pin_workers).unwrap_or(false),
             slice: micros(
                 settings.worker_slice_us.or(file.worker_slice_us),
-                None,
                 crate::workers::MIN_SLICE..=crate::workers::MAX_SLICE,
                 "--worker-slice-us",
                 "between 100 and 100000 (Linux's bounds), or 0 for the kernel's",
@@ -625,18 +624,16 @@ impl std::fmt::Debug for GatewayConfig {
     }
 }
 
-/// A setting in microseconds: `unset` when not given, `None` for 0, otherwise a duration within
-/// `bounds` (refused, naming `flag` and what it allows, when outside them).
+/// A setting in microseconds: `None` when not given or 0, otherwise a duration within `bounds`
+/// (refused, naming `flag` and what it allows, when outside them).
 fn micros(
     value: Option<u64>,
-    unset: Option<std::time::Duration>,
     bounds: std::ops::RangeInclusive<std::time::Duration>,
     flag: &str,
     allowed: &str,
 ) -> anyhow::Result<Option<std::time::Duration>> {
     match value {
-        None => Ok(unset),
-        Some(0) => Ok(None),
+        None | Some(0) => Ok(None),
         Some(us) => {
             let duration = std::time::Duration::from_micros(us);
             if !bounds.contains(&duration) {
