@@ -248,3 +248,41 @@ fn unsafe_code_is_allowed_in_one_function_only() {
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
     assert!(manifest.contains(&format!("{lint} = \"deny\"")), "the workspace denies unsafe code");
 }
+
+/// The contract's error body (`{"error", "code", "details"}`) is written in one place,
+/// `gateway-http`'s `ApiError`: the router's answers, the answers the connection writes itself
+/// and the WebSocket upgrade's refusals all go through it. A server source that spells the
+/// body's `"code"` key in a string, or declares a body type of its own, is a second renderer.
+#[test]
+fn the_error_body_has_one_renderer() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in ["crates", "bins"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let key = concat!("\"", "code", "\":");
+    let declared = concat!("struct ", "ErrorBody");
+    let mut renderers = Vec::new();
+    for path in &files {
+        let name = path.strip_prefix(&root).expect("under the root").display().to_string();
+        // The SDK parses bodies (its tests spell them), the fuzz crate checks their shape, and
+        // tests are readers; only server sources are renderers.
+        if name.starts_with("crates/gateway-client/")
+            || name.starts_with("crates/gateway-fuzz/")
+            || !name.contains("/src/")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("source");
+        let source = text.split("#[cfg(test)]").next().unwrap_or_default();
+        if source.contains(key) || source.contains(declared) {
+            renderers.push(name);
+        }
+    }
+    renderers.sort();
+    assert_eq!(
+        renderers,
+        ["crates/gateway-http/src/error.rs", "crates/gateway-http/src/openapi.rs"],
+        "where the error body is written (openapi.rs declares its schema only)"
+    );
+}

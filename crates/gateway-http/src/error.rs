@@ -28,6 +28,10 @@ pub enum ApiError {
     /// 408: the request's body did not arrive within the body deadline.
     #[error("the request's body did not arrive in time")]
     BodyTimeout,
+    /// 408: part of a request's head arrived, not all of it within the head deadline (written
+    /// by the connection itself, before hyper has a request).
+    #[error("the request's headers did not arrive within the time allowed")]
+    HeadTimeout,
     /// 401: a request signature was refused, or a required one is missing (contract 11);
     /// `details.reason` names why, and the answer carries `Accept-Signature`.
     #[error("{0}")]
@@ -45,7 +49,7 @@ impl ApiError {
             ApiError::Core(e) => e.code(),
             ApiError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
-            ApiError::BodyTimeout => ErrorCode::RequestTimeout,
+            ApiError::BodyTimeout | ApiError::HeadTimeout => ErrorCode::RequestTimeout,
             ApiError::RequestSignature(_) => ErrorCode::AuthenticationFailed,
         }
     }
@@ -136,14 +140,25 @@ impl ApiError {
         let code = self.code();
         (code.status(), ErrorBodyOut { error: self.message(), code: code.as_str(), details: self.details() })
     }
+
+    /// The status and the contract body as JSON text: the one place the body is written, for
+    /// the router's answers and for those the connection writes itself (a refused connection,
+    /// a head that timed out, a head hyper could not parse).
+    pub fn status_and_text(&self) -> (u16, String) {
+        let (status, body) = self.status_and_body();
+        let text = serde_json::to_string(&body)
+            .unwrap_or_else(|_| r#"{"error":"internal error","code":"INTERNAL_ERROR","details":{}}"#.to_owned());
+        (status, text)
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.code();
-        let (status, body) = self.status_and_body();
+        let (status, body) = self.status_and_text();
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (status, axum::Json(body)).into_response();
+        let json = [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+        let mut response = (status, json, body).into_response();
         let headers = response.headers_mut();
         match &self {
             ApiError::Core(Error::AuthenticationFailed(_)) => {

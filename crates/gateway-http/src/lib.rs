@@ -61,46 +61,33 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::own_did))
         .routes(routes!(identity::own_public_key))
         .routes(routes!(ledger::payment))
-        .routes(routes!(ledger::short_transaction))
         .routes(routes!(ledger::balance))
-        .routes(routes!(ledger::short_balance))
         .routes(routes!(ledger::history))
-        .routes(routes!(ledger::short_history))
         .routes(routes!(ledger::batch))
         .routes(routes!(ledger::quote))
         .routes(routes!(ledger::convert))
         .routes(routes!(ledger::get_rate))
         .routes(routes!(ledger::set_rate))
         .routes(routes!(coops::create, coops::list_coops))
-        .routes(routes!(coops::short_create, coops::short_list_coops))
         .routes(routes!(coops::get))
-        .routes(routes!(coops::short_get))
         .routes(routes!(coops::members, coops::add_member))
-        .routes(routes!(coops::short_members, coops::short_add_member))
         .routes(routes!(coops::remove_member))
         .routes(routes!(coops::set_role))
         .routes(routes!(coops::set_credit_limit))
         .routes(routes!(coops::update_settings))
         .routes(routes!(trust::score))
-        .routes(routes!(trust::short_score))
         .routes(routes!(trust::edges))
         .routes(routes!(trust::set_edge))
-        .routes(routes!(trust::short_set_edge))
         .routes(routes!(trust::remove_edge))
         .routes(routes!(notifications::list_notifications))
-        .routes(routes!(notifications::short_list))
         .routes(routes!(notifications::mark_read))
-        .routes(routes!(notifications::short_mark_read))
         .routes(routes!(notifications::mark_all_read))
-        .routes(routes!(notifications::short_mark_all_read))
         .routes(routes!(governance::create_domain, governance::list_domains))
         .routes(routes!(governance::get_domain, governance::update_domain))
         .routes(routes!(governance::create_proposal, governance::list_proposals))
-        .routes(routes!(governance::short_create, governance::short_list))
         .routes(routes!(governance::get_proposal))
         .routes(routes!(governance::open))
         .routes(routes!(governance::vote))
-        .routes(routes!(governance::short_vote))
         .routes(routes!(governance::votes))
         .routes(routes!(governance::close))
         .routes(routes!(governance::proof))
@@ -108,14 +95,59 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(governance::delegate, governance::delegations))
         .routes(routes!(governance::revoke))
         .routes(routes!(compute::submit))
-        .routes(routes!(compute::short_submit, compute::short_list))
         .routes(routes!(compute::list_tasks))
         .routes(routes!(compute::get_task))
-        .routes(routes!(compute::short_get))
         .routes(routes!(compute::cancel))
-        .routes(routes!(compute::short_cancel))
         .routes(routes!(compute::claim))
         .routes(routes!(compute::complete))
+        .merge(OpenApiRouter::from(short_routes()))
+}
+
+/// Declares the short family once: each line mounts the specification's unversioned path on the
+/// handler of its `/v1` operation and lists it in [`SHORT_FAMILY`], from which the OpenAPI
+/// document describes it as an alias of that operation ([`openapi::add_aliases`]).
+macro_rules! short_family {
+    ($($method:ident $path:literal => $handler:path, of $of:literal $(, $note:literal)?;)*) => {
+        /// The short family: every unversioned path of the specification with the `/v1`
+        /// operation whose handler serves it. The cooperative is the token's; where the
+        /// specification gives a short route another default, the handler reads the route's
+        /// [`caller::Family`].
+        pub const SHORT_FAMILY: &[openapi::Alias] = &[
+            $(openapi::Alias { method: stringify!($method), path: $path, of: $of, note: short_family!(@note $($note)?) },)*
+        ];
+
+        fn short_routes() -> Router<AppState> {
+            Router::new()$(.route($path, axum::routing::$method($handler)))*
+        }
+    };
+    (@note $note:literal) => { $note };
+    (@note) => { "" };
+}
+
+short_family! {
+    post "/ledger/transaction" => ledger::payment, of "/v1/ledger/{coop}/payment",
+        "in the token's cooperative; `from` may be left out (it is the caller) and `description` is the memo";
+    get "/ledger/balance" => ledger::balance, of "/v1/ledger/{coop}/balance/{did}",
+        "the caller's own balance in the token's cooperative";
+    get "/ledger/history" => ledger::history, of "/v1/ledger/{coop}/history", "in the token's cooperative";
+    get "/coops" => coops::list_coops, of "/v1/coops";
+    post "/coops" => coops::create, of "/v1/coops";
+    get "/coops/{id}" => coops::get, of "/v1/coops/{id}";
+    get "/coops/{id}/members" => coops::members, of "/v1/coops/{id}/members";
+    post "/coops/{id}/members" => coops::add_member, of "/v1/coops/{id}/members";
+    get "/trust/score/{did}" => trust::score, of "/v1/trust/{did}/score";
+    post "/trust/edge" => trust::set_edge, of "/v1/trust/edges";
+    get "/governance/proposals" => governance::list_proposals, of "/v1/gov/proposals";
+    post "/governance/proposals" => governance::create_proposal, of "/v1/gov/proposals",
+        "the proposal is created open (no separate `/open`)";
+    post "/governance/proposals/{id}/vote" => governance::vote, of "/v1/gov/proposals/{id}/vote";
+    get "/compute/tasks" => compute::list_tasks, of "/v1/compute/tasks";
+    post "/compute/tasks" => compute::submit, of "/v1/compute/submit";
+    get "/compute/tasks/{id}" => compute::get_task, of "/v1/compute/tasks/{id}";
+    post "/compute/tasks/{id}/cancel" => compute::cancel, of "/v1/compute/tasks/{id}/cancel";
+    get "/notifications" => notifications::list_notifications, of "/v1/notifications";
+    post "/notifications/{id}/read" => notifications::mark_read, of "/v1/notifications/{id}/read";
+    post "/notifications/read-all" => notifications::mark_all_read, of "/v1/notifications/read-all";
 }
 
 /// The OpenAPI document of every route.

@@ -68,6 +68,13 @@ const PROBES: [&str; 3] = ["/healthz", "/readyz", "/v1/health"];
 /// body's schema. Routes keep their own, more precise descriptions where they give one; any
 /// response still without a description gets the status's standard text.
 pub fn complete(doc: &mut utoipa::openapi::OpenApi) {
+    complete_paths(doc);
+    // The aliases copy their `/v1` operation as completed, then get what their own path adds.
+    add_aliases(doc, crate::SHORT_FAMILY);
+    complete_paths(doc);
+}
+
+fn complete_paths(doc: &mut utoipa::openapi::OpenApi) {
     for (path, item) in &mut doc.paths.paths {
         let operations = [
             &mut item.get,
@@ -82,6 +89,65 @@ pub fn complete(doc: &mut utoipa::openapi::OpenApi) {
         for operation in operations.into_iter().flatten() {
             complete_operation(path, operation);
         }
+    }
+}
+
+/// An operation of the specification's short family: its unversioned path, served by the
+/// handler of a `/v1` operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Alias {
+    /// The HTTP method, lower case (`get`, `post`).
+    pub method: &'static str,
+    /// The short path, e.g. `/ledger/transaction`.
+    pub path: &'static str,
+    /// The `/v1` path whose handler serves it.
+    pub of: &'static str,
+    /// How the alias differs (the cooperative is the token's, a default), or `""`.
+    pub note: &'static str,
+}
+
+/// Documents each alias as a copy of the `/v1` operation it is served by: same body, answers
+/// and errors; a description that starts by naming that operation and the difference; without
+/// the path parameters the short path does not have; its own operation id.
+pub fn add_aliases(doc: &mut utoipa::openapi::OpenApi, aliases: &[Alias]) {
+    use utoipa::openapi::HttpMethod;
+    for alias in aliases {
+        let method = match alias.method {
+            "get" => HttpMethod::Get,
+            "post" => HttpMethod::Post,
+            "put" => HttpMethod::Put,
+            "delete" => HttpMethod::Delete,
+            other => panic!("alias {} has an unsupported method {other}", alias.path),
+        };
+        let Some(mut operation) = doc.paths.get_path_operation(alias.of, method.clone()).cloned() else {
+            panic!("alias {} {} names no operation {}", alias.method, alias.path, alias.of);
+        };
+        let upper = alias.method.to_ascii_uppercase();
+        let mut description = format!("Alias of `{upper} {}`", alias.of);
+        if !alias.note.is_empty() {
+            description.push_str(": ");
+            description.push_str(alias.note);
+        }
+        description.push('.');
+        if let Some(own) = operation.description.take().filter(|d| !d.is_empty()) {
+            description.push_str("\n\n");
+            description.push_str(&own);
+        }
+        operation.description = Some(description);
+        operation.operation_id = operation.operation_id.map(|id| format!("short_{id}"));
+        if let Some(parameters) = operation.parameters.as_mut() {
+            parameters.retain(|p| {
+                !matches!(p.parameter_in, ParameterIn::Path) || alias.path.contains(&format!("{{{}}}", p.name))
+            });
+        }
+        let item = doc.paths.paths.entry(alias.path.to_owned()).or_default();
+        let slot = match method {
+            HttpMethod::Get => &mut item.get,
+            HttpMethod::Post => &mut item.post,
+            HttpMethod::Put => &mut item.put,
+            _ => &mut item.delete,
+        };
+        *slot = Some(operation);
     }
 }
 

@@ -36,6 +36,8 @@ use tokio_rustls::rustls::ServerConfig;
 
 use inbound::Inbound;
 
+use crate::error::ApiError;
+
 mod inbound;
 
 /// The edge's limits.
@@ -248,10 +250,14 @@ async fn refuse_connection(socket: TcpStream, tls: Option<TlsAcceptor>, cap: usi
 
 async fn refuse_on<T: AsyncWrite + Unpin>(mut stream: T, cap: usize) {
     use tokio::io::AsyncWriteExt;
-    let body = format!(
-        r#"{{"error":"too many connections from this address","code":"RATE_LIMIT_EXCEEDED","details":{{"layer":"ip","limit":{cap},"retry_after_secs":1}}}}"#
-    );
-    let response = canned(429, "Too Many Requests", &body, "retry-after: 1\r\n");
+    let refusal = ApiError::from(gateway_core::Error::RateLimited {
+        message: "too many connections from this address".into(),
+        layer: gateway_core::RateLimitLayer::Ip,
+        limit: cap as u64,
+        retry_after_secs: 1,
+        count: None,
+    });
+    let response = canned(429, "Too Many Requests", &refusal.status_and_text().1, "retry-after: 1\r\n");
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
     let _ = stream.shutdown().await;
 }
@@ -433,8 +439,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
                 {
                     if this.inbound.in_head() {
                         // Part of a head arrived: the client is owed an answer, if it still reads.
-                        let body = r#"{"error":"the request's headers did not arrive within the time allowed","code":"REQUEST_TIMEOUT","details":{}}"#;
-                        let answer = canned(408, "Request Timeout", body, "");
+                        let answer = canned(408, "Request Timeout", &ApiError::HeadTimeout.status_and_text().1, "");
                         let _ = Pin::new(&mut this.inner).poll_write(cx, answer.as_bytes());
                         let _ = Pin::new(&mut this.inner).poll_flush(cx);
                     }
@@ -513,7 +518,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Guarded<T> {
             if let Some((status, reason, message)) = hypers_refusal(buf) {
                 // hyper's bodiless refusal: the contract's goes out instead, and the original is
                 // reported written.
-                let body = format!(r#"{{"error":"{message}","code":"BAD_REQUEST","details":{{}}}}"#);
+                let body = ApiError::from(gateway_core::Error::bad_request(message)).status_and_text().1;
                 this.pending = Some((canned(status, reason, &body, "").into_bytes(), 0));
                 // The original is taken now, written or not: offered again after a wait, it
                 // would be rewritten, and written, twice. What is left of the rewrite goes out

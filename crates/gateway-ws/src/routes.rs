@@ -8,36 +8,21 @@
 //! frames, in `connection`.
 
 use axum::Extension;
-use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
-use gateway_core::CoopId;
+use gateway_core::{AuthorizationDetail, CoopId, Error};
+use gateway_http::ApiError;
 use gateway_limits::ClientAddress;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use utoipa::ToSchema;
+use serde::Deserialize;
 
 use crate::auth::{AuthFailure, authenticate};
 use crate::connection;
 use crate::protocol::Frame;
 use crate::state::WsState;
-
-/// The contract's error body, `{"error", "code", "details"}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ErrorBody {
-    /// Human-readable message.
-    error: String,
-    /// Machine code, e.g. `BAD_REQUEST`.
-    code: &'static str,
-    /// Code-specific details; `{}` when there is nothing to add.
-    #[schema(value_type = Object)]
-    details: Value,
-}
 
 /// The optional token of the upgrade request.
 #[derive(Debug, Deserialize)]
@@ -61,10 +46,10 @@ pub(crate) struct TokenQuery {
     ),
     responses(
         (status = 101, description = "Switching protocols: the event stream follows"),
-        (status = 400, description = "Not a WebSocket upgrade, or an invalid coop id", body = inline(ErrorBody)),
-        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
-        (status = 403, description = "`access_token` is for another cooperative, or its subject is not a member; or the page's `Origin` is not allowed (production CORS mode)", body = inline(ErrorBody)),
-        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
+        (status = 400, description = "Not a WebSocket upgrade, or an invalid coop id", body = gateway_http::openapi::ErrorBody),
+        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = gateway_http::openapi::ErrorBody),
+        (status = 403, description = "`access_token` is for another cooperative, or its subject is not a member; or the page's `Origin` is not allowed (production CORS mode)", body = gateway_http::openapi::ErrorBody),
+        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = gateway_http::openapi::ErrorBody),
     ),
 )]
 pub(crate) async fn coop_stream(
@@ -79,8 +64,8 @@ pub(crate) async fn coop_stream(
     }
     let coop = match path.map(|Path(raw)| CoopId::parse(&raw).map_err(|m| m.to_owned())) {
         Ok(Ok(coop)) => coop,
-        Ok(Err(message)) => return bad_request(message.clone(), json!({ "fields": { "coop_id": [message] } })),
-        Err(rejection) => return bad_request(rejection.body_text(), json!({})),
+        Ok(Err(message)) => return refuse(Error::bad_request_field("coop_id", message)),
+        Err(rejection) => return refuse(Error::bad_request(rejection.body_text())),
     };
     accept(state, client.map(|Extension(c)| c), Some(coop), query, upgrade).await
 }
@@ -99,10 +84,10 @@ pub(crate) async fn coop_stream(
     ),
     responses(
         (status = 101, description = "Switching protocols: the event stream follows"),
-        (status = 400, description = "Not a WebSocket upgrade", body = inline(ErrorBody)),
-        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = inline(ErrorBody)),
-        (status = 403, description = "The token's subject is not a member of its cooperative; or the page's `Origin` is not allowed (production CORS mode)", body = inline(ErrorBody)),
-        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = inline(ErrorBody)),
+        (status = 400, description = "Not a WebSocket upgrade", body = gateway_http::openapi::ErrorBody),
+        (status = 401, description = "`access_token` is invalid, expired or names no cooperative", body = gateway_http::openapi::ErrorBody),
+        (status = 403, description = "The token's subject is not a member of its cooperative; or the page's `Origin` is not allowed (production CORS mode)", body = gateway_http::openapi::ErrorBody),
+        (status = 503, description = "The gateway is shutting down, or membership could not be checked", body = gateway_http::openapi::ErrorBody),
     ),
 )]
 pub(crate) async fn token_coop_stream(
@@ -128,33 +113,23 @@ async fn accept(
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => {
-            return bad_request(format!("expected a WebSocket upgrade: {}", rejection.body_text()), json!({}));
+            return refuse(Error::bad_request(format!("expected a WebSocket upgrade: {}", rejection.body_text())));
         }
     };
     let token = match query {
         Ok(Query(query)) => query.access_token,
-        Err(rejection) => return bad_request(rejection.body_text(), json!({})),
+        Err(rejection) => return refuse(Error::bad_request(rejection.body_text())),
     };
     let session = match token {
         None => None,
         Some(token) => match authenticate(&shared, &token, path_coop.as_ref()).await {
             Ok(session) => Some(session),
-            Err(AuthFailure::Unauthenticated(message)) => {
-                let mut response = error(StatusCode::UNAUTHORIZED, "AUTHENTICATION_FAILED", message, json!({}));
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return response;
-            }
+            Err(AuthFailure::Unauthenticated(message)) => return refuse(Error::AuthenticationFailed(message)),
             Err(AuthFailure::Forbidden { message, coop_id }) => {
-                return error(
-                    StatusCode::FORBIDDEN,
-                    "AUTHORIZATION_FAILED",
-                    message,
-                    json!({ "coop_id": coop_id.as_str() }),
-                );
+                let detail = AuthorizationDetail::CoopId(coop_id.to_string());
+                return refuse(Error::AuthorizationFailed { message, detail });
             }
-            Err(AuthFailure::Unavailable(message)) => {
-                return error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", message, json!({}));
-            }
+            Err(AuthFailure::Unavailable(message)) => return refuse(Error::ServiceUnavailable(message)),
         },
     };
     // Counted from here, so that a shutdown starting now waits for this socket too.
@@ -195,14 +170,11 @@ async fn accept(
         })
 }
 
-fn error(status: StatusCode, code: &'static str, message: String, details: Value) -> Response {
-    (status, Json(ErrorBody { error: message, code, details })).into_response()
-}
-
-fn bad_request(message: String, details: Value) -> Response {
-    error(StatusCode::BAD_REQUEST, "BAD_REQUEST", message, details)
+/// A refusal in the contract's error body, written by the HTTP layer's one renderer.
+fn refuse(err: Error) -> Response {
+    ApiError::from(err).into_response()
 }
 
 fn shutting_down() -> Response {
-    error(StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", "the gateway is shutting down".into(), json!({}))
+    refuse(Error::ServiceUnavailable("the gateway is shutting down".into()))
 }

@@ -16,12 +16,12 @@ pub fn coop_id(text: &str) -> Result<CoopId, ApiError> {
     CoopId::parse(text).map_err(|why| Error::bad_request_field("coop_id", format!("invalid coop_id: {why}")).into())
 }
 
-/// The coop named in the path, once the token is known to be for it (400 for a malformed id,
-/// then 403 for another coop's token).
-pub fn path_coop(caller: &Caller, id: &str) -> Result<CoopId, ApiError> {
-    let coop = coop_id(id)?;
-    caller.require_coop(&coop)?;
-    Ok(coop)
+/// The `{did}` of a route's path (its other parameters, such as the coop, are the
+/// [`crate::caller::CoopCaller`]'s).
+#[derive(Debug, Deserialize)]
+pub struct DidPath {
+    /// The DID as sent.
+    pub did: String,
 }
 
 /// A DID from a field.

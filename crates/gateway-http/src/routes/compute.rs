@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::caller::Authorized;
+use crate::caller::CoopCaller;
 use crate::caller::scopes::{AnyToken, ComputeExecute, ComputeSubmit};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
@@ -189,13 +189,21 @@ fn submission(body: Value) -> ApiResult<SubmitBody> {
     crate::extract::parse_json(body.to_string().as_bytes())
 }
 
-async fn submit_task(state: &AppState, caller: &crate::Caller, body: Value) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
+/// Submits a compute task (trust ≥ 0.3).
+#[utoipa::path(post, path = "/v1/compute/submit", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
+    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = SubmittedTaskDto),
+              (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
+              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
+pub async fn submit(
+    State(state): State<AppState>,
+    caller: CoopCaller<ComputeSubmit>,
+    Json(body): Json<Value>,
+) -> ApiResult<Response> {
     let body = submission(body)?;
     let task = state
         .compute
         .submit(
-            &coop,
+            &caller.coop,
             &caller.did,
             Submission {
                 code_type: body.code_type,
@@ -211,64 +219,18 @@ async fn submit_task(state: &AppState, caller: &crate::Caller, body: Value) -> A
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-/// Submits a compute task (trust ≥ 0.3).
-#[utoipa::path(post, path = "/v1/compute/submit", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
-    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = SubmittedTaskDto),
-              (status = 400, body = crate::openapi::ErrorBody), (status = 403, body = crate::openapi::ErrorBody),
-              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
-pub async fn submit(
-    State(state): State<AppState>,
-    caller: Authorized<ComputeSubmit>,
-    Json(body): Json<Value>,
-) -> ApiResult<Response> {
-    submit_task(&state, &caller, body).await
-}
-
-/// Submits a compute task (short family).
-#[utoipa::path(post, path = "/compute/tasks", tag = "compute", security(("bearer" = [])), request_body = SubmitBody,
-    responses((status = 201, description = "`{task_id, task_hash, status: pending}`", body = SubmittedTaskDto),
-              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody)))]
-pub async fn short_submit(
-    State(state): State<AppState>,
-    caller: Authorized<ComputeSubmit>,
-    Json(body): Json<Value>,
-) -> ApiResult<Response> {
-    submit_task(&state, &caller, body).await
-}
-
-async fn list_of(state: &AppState, caller: &crate::Caller, filters: TaskFilters) -> ApiResult<Json<TaskPage>> {
-    let coop = caller.coop()?.clone();
-    let page = PageQuery { limit: filters.limit, offset: filters.offset }.page()?;
-    let (tasks, total) = state.compute.list(&coop, filters.status.as_deref(), page).await?;
-    Ok(Json(TaskPage { tasks: tasks.iter().map(TaskDto::from).collect(), pagination: page.info(total).into() }))
-}
-
 /// Tasks of the token's coop, newest first.
 #[utoipa::path(get, path = "/v1/compute/tasks", tag = "compute", security(("bearer" = [])), params(TaskFilters),
     responses((status = 200, description = "`{tasks, pagination}`", body = TaskPage),
               (status = 400, description = "Unknown status, invalid limit or offset", body = crate::openapi::ErrorBody)))]
 pub async fn list_tasks(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Query(filters): Query<TaskFilters>,
 ) -> ApiResult<Json<TaskPage>> {
-    list_of(&state, &caller, filters).await
-}
-
-/// Tasks (short family).
-#[utoipa::path(get, path = "/compute/tasks", tag = "compute", security(("bearer" = [])), params(TaskFilters),
-    responses((status = 200, description = "`{tasks, pagination}`", body = TaskPage)))]
-pub async fn short_list(
-    State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
-    Query(filters): Query<TaskFilters>,
-) -> ApiResult<Json<TaskPage>> {
-    list_of(&state, &caller, filters).await
-}
-
-async fn get_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<TaskDto>> {
-    let coop = caller.coop()?.clone();
-    Ok(Json(TaskDto::from(&state.compute.get(&coop, id).await?)))
+    let page = PageQuery { limit: filters.limit, offset: filters.offset }.page()?;
+    let (tasks, total) = state.compute.list(&caller.coop, filters.status.as_deref(), page).await?;
+    Ok(Json(TaskPage { tasks: tasks.iter().map(TaskDto::from).collect(), pagination: page.info(total).into() }))
 }
 
 /// One task.
@@ -276,26 +238,10 @@ async fn get_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult
     responses((status = 200, description = "The task", body = TaskDto), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get_task(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<TaskDto>> {
-    get_of(&state, &caller, &id).await
-}
-
-/// One task (short family).
-#[utoipa::path(get, path = "/compute/tasks/{id}", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The task", body = TaskDto)))]
-pub async fn short_get(
-    State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<TaskDto>> {
-    get_of(&state, &caller, &id).await
-}
-
-async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiResult<Json<TaskDto>> {
-    let coop = caller.coop()?.clone();
-    Ok(Json(TaskDto::from(&state.compute.cancel(&coop, &caller.did, id).await?)))
+    Ok(Json(TaskDto::from(&state.compute.get(&caller.coop, &id).await?)))
 }
 
 /// Cancels a pending or claimed task (its submitter only).
@@ -307,23 +253,10 @@ async fn cancel_of(state: &AppState, caller: &crate::Caller, id: &str) -> ApiRes
 or claimed task can be cancelled", body = crate::openapi::ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
-    caller: Authorized<ComputeSubmit>,
+    caller: CoopCaller<ComputeSubmit>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<TaskDto>> {
-    cancel_of(&state, &caller, &id).await
-}
-
-/// Cancels a task (short family).
-#[utoipa::path(post, path = "/compute/tasks/{id}/cancel", tag = "compute", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The cancelled task", body = TaskDto),
-              (status = 409, description = "The task is completed, failed, cancelled or timed out: only a pending \
-or claimed task can be cancelled", body = crate::openapi::ErrorBody)))]
-pub async fn short_cancel(
-    State(state): State<AppState>,
-    caller: Authorized<ComputeSubmit>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<TaskDto>> {
-    cancel_of(&state, &caller, &id).await
+    Ok(Json(TaskDto::from(&state.compute.cancel(&caller.coop, &caller.did, &id).await?)))
 }
 
 /// Claims a pending task for the calling executor (trust ≥ 0.3; deadline 60 s; never a task
@@ -336,10 +269,10 @@ pub async fn short_cancel(
               (status = 409, description = "Not pending", body = crate::openapi::ErrorBody)))]
 pub async fn claim(
     State(state): State<AppState>,
-    caller: Authorized<ComputeExecute>,
+    caller: CoopCaller<ComputeExecute>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ClaimedTaskDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let task = state.compute.claim(&coop, &caller.did, &id).await?;
     Ok(Json(ClaimedTaskDto { task: TaskDto::from(&task), code: task.code, deadline: task.deadline }))
 }
@@ -356,11 +289,11 @@ or the caller submitted it (`\"own_task\"`)", body = crate::openapi::ErrorBody),
               (status = 409, description = "Not claimed", body = crate::openapi::ErrorBody)))]
 pub async fn complete(
     State(state): State<AppState>,
-    caller: Authorized<ComputeExecute>,
+    caller: CoopCaller<ComputeExecute>,
     Path(id): Path<String>,
     Json(body): Json<CompleteBody>,
 ) -> ApiResult<Json<TaskDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let outcome = body
         .outcome
         .as_deref()

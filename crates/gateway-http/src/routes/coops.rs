@@ -10,11 +10,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::caller::Authorized;
 use crate::caller::scopes::{CoopRead, CoopWrite};
+use crate::caller::{Authorized, CoopCaller};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
-use crate::routes::common::{self, PageQuery, PaginationDto};
+use crate::routes::common::{self, DidPath, PageQuery, PaginationDto};
 use crate::state::AppState;
 
 /// Creating a coop.
@@ -227,27 +227,14 @@ fn role(text: Option<&str>) -> ApiResult<Role> {
                body = crate::openapi::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
+    caller: CoopCaller<CoopWrite>,
     Json(body): Json<CreateCoopBody>,
 ) -> ApiResult<Response> {
-    let token_coop = caller.coop()?.clone();
+    let token_coop = caller.coop.clone();
     let id = body.id.as_deref().map(common::coop_id).transpose()?;
     let request = NewCoop { id, name: body.name, coop_type: body.coop_type, description: body.description };
     let coop = state.coops.create(&caller.did, &token_coop, request).await?;
     Ok(created(CoopDto::from(&coop)))
-}
-
-/// Creates a coop (short family).
-#[utoipa::path(post, path = "/coops", tag = "coops", security(("bearer" = [])), request_body = CreateCoopBody,
-    responses((status = 201, body = CoopDto),
-              (status = 409, description = "A cooperative with this id already exists",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_create(
-    state: State<AppState>,
-    caller: Authorized<CoopWrite>,
-    body: Json<CreateCoopBody>,
-) -> ApiResult<Response> {
-    create(state, caller, body).await
 }
 
 /// Coops the caller is a member of.
@@ -263,38 +250,12 @@ pub async fn list_coops(
     Ok(Json(CoopPage { coops: coops.iter().map(CoopDto::from).collect(), pagination: page.info(total).into() }))
 }
 
-/// Coops the caller is a member of (short family).
-#[utoipa::path(get, path = "/coops", tag = "coops", security(("bearer" = [])), params(PageQuery),
-    responses((status = 200, description = "A page of the caller's cooperatives", body = CoopPage)))]
-pub async fn short_list_coops(
-    state: State<AppState>,
-    caller: Authorized<CoopRead>,
-    query: Query<PageQuery>,
-) -> ApiResult<Json<CoopPage>> {
-    list_coops(state, caller, query).await
-}
-
 /// A coop's details (the token's coop only).
 #[utoipa::path(get, path = "/v1/coops/{id}", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, body = CoopDto), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
-pub async fn get(
-    State(state): State<AppState>,
-    caller: Authorized<CoopRead>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<CoopDto>> {
-    let coop = common::path_coop(&caller, &id)?;
+pub async fn get(State(state): State<AppState>, caller: CoopCaller<CoopRead>) -> ApiResult<Json<CoopDto>> {
+    let coop = caller.coop.clone();
     Ok(Json(CoopDto::from(&state.coops.get(&coop).await?)))
-}
-
-/// A coop's details (short family).
-#[utoipa::path(get, path = "/coops/{id}", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, body = CoopDto)))]
-pub async fn short_get(
-    state: State<AppState>,
-    caller: Authorized<CoopRead>,
-    id: Path<String>,
-) -> ApiResult<Json<CoopDto>> {
-    get(state, caller, id).await
 }
 
 /// Members of the coop.
@@ -302,26 +263,13 @@ pub async fn short_get(
     responses((status = 200, description = "A page of the cooperative's members", body = MemberPage)))]
 pub async fn members(
     State(state): State<AppState>,
-    caller: Authorized<CoopRead>,
-    Path(id): Path<String>,
+    caller: CoopCaller<CoopRead>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<Json<MemberPage>> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let page = query.page()?;
     let (members, total) = state.coops.members(&coop, page).await?;
     Ok(Json(MemberPage { members: members.iter().map(MemberDto::from).collect(), pagination: page.info(total).into() }))
-}
-
-/// Members of the coop (short family).
-#[utoipa::path(get, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path), PageQuery),
-    responses((status = 200, description = "A page of the cooperative's members", body = MemberPage)))]
-pub async fn short_members(
-    state: State<AppState>,
-    caller: Authorized<CoopRead>,
-    id: Path<String>,
-    query: Query<PageQuery>,
-) -> ApiResult<Json<MemberPage>> {
-    members(state, caller, id, query).await
 }
 
 /// Adds a member.
@@ -332,29 +280,13 @@ pub async fn short_members(
                body = crate::openapi::ErrorBody)))]
 pub async fn add_member(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
-    Path(id): Path<String>,
+    caller: CoopCaller<CoopWrite>,
     Json(body): Json<AddMemberBody>,
 ) -> ApiResult<Response> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let did = common::did("did", &body.did)?;
     let member = state.coops.add_member(&coop, &did, role(body.role.as_deref())?).await?;
     Ok(created(MemberDto::from(&member)))
-}
-
-/// Adds a member (short family).
-#[utoipa::path(post, path = "/coops/{id}/members", tag = "coops", security(("bearer" = [])), params(("id" = String, Path)),
-    request_body = AddMemberBody,
-    responses((status = 201, body = MemberDto),
-              (status = 409, description = "The DID is already a member of the cooperative",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_add_member(
-    state: State<AppState>,
-    caller: Authorized<CoopWrite>,
-    id: Path<String>,
-    body: Json<AddMemberBody>,
-) -> ApiResult<Response> {
-    add_member(state, caller, id, body).await
 }
 
 /// Removes a member (not the last admin).
@@ -363,10 +295,10 @@ pub async fn short_add_member(
     responses((status = 204, description = "Removed"), (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn remove_member(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
-    Path((id, did)): Path<(String, String)>,
+    caller: CoopCaller<CoopWrite>,
+    Path(DidPath { did }): Path<DidPath>,
 ) -> ApiResult<StatusCode> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let did = common::did("did", &did)?;
     state.coops.remove_member(&coop, &did).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -378,11 +310,11 @@ pub async fn remove_member(
     responses((status = 200, body = MemberDto), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn set_role(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
-    Path((id, did)): Path<(String, String)>,
+    caller: CoopCaller<CoopWrite>,
+    Path(DidPath { did }): Path<DidPath>,
     Json(body): Json<RoleBody>,
 ) -> ApiResult<Json<MemberDto>> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let did = common::did("did", &did)?;
     let member = state.coops.set_role(&coop, &did, role(Some(&body.role))?).await?;
     Ok(Json(MemberDto::from(&member)))
@@ -394,11 +326,11 @@ pub async fn set_role(
     responses((status = 200, body = MemberDto)))]
 pub async fn set_credit_limit(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
-    Path((id, did)): Path<(String, String)>,
+    caller: CoopCaller<CoopWrite>,
+    Path(DidPath { did }): Path<DidPath>,
     Json(body): Json<CreditLimitBody>,
 ) -> ApiResult<Json<MemberDto>> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let did = common::did("did", &did)?;
     Ok(Json(MemberDto::from(&state.coops.set_member_credit_limit(&coop, &did, body.credit_limit).await?)))
 }
@@ -408,11 +340,10 @@ pub async fn set_credit_limit(
     request_body = SettingsBody, responses((status = 200, body = CoopDto)))]
 pub async fn update_settings(
     State(state): State<AppState>,
-    caller: Authorized<CoopWrite>,
-    Path(id): Path<String>,
+    caller: CoopCaller<CoopWrite>,
     Json(body): Json<serde_json::Map<String, Value>>,
 ) -> ApiResult<Json<CoopDto>> {
-    let coop = common::path_coop(&caller, &id)?;
+    let coop = caller.coop.clone();
     let patch = SettingsPatch::from_wire(&body)?;
     Ok(Json(CoopDto::from(&state.coops.update_settings(&coop, patch).await?)))
 }

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::caller::Authorized;
 use crate::caller::scopes::{AnyToken, GovRead, GovWrite};
+use crate::caller::{CoopCaller, Family};
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
 use crate::routes::common::RequestSignatureDto;
@@ -488,10 +488,10 @@ fn members(listed: &[String]) -> ApiResult<Vec<Did>> {
               (status = 409, description = "The domain exists", body = crate::openapi::ErrorBody)))]
 pub async fn create_domain(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Json(body): Json<DomainBody>,
 ) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let request = NewDomain {
         domain_id: body.domain_id,
         name: body.name,
@@ -512,11 +512,11 @@ pub async fn create_domain(
               (status = 404, description = "No such domain", body = crate::openapi::ErrorBody)))]
 pub async fn update_domain(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Path(id): Path<String>,
     Json(body): Json<DomainUpdateBody>,
 ) -> ApiResult<Json<DomainDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let change = DomainChange {
         name: body.name,
         members: body.members.as_deref().map(members).transpose()?,
@@ -532,10 +532,10 @@ pub async fn update_domain(
               (status = 400, description = "A `limit` or `offset` that is not a non-negative integer", body = crate::openapi::ErrorBody)))]
 pub async fn list_domains(
     State(state): State<AppState>,
-    caller: Authorized<GovRead>,
+    caller: CoopCaller<GovRead>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<Json<DomainPage>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let page = query.page()?;
     let (domains, total) = state.governance.domains(&coop, page).await?;
     Ok(Json(DomainPage { domains: domains.iter().map(DomainDto::from).collect(), pagination: page.info(total).into() }))
@@ -546,15 +546,26 @@ pub async fn list_domains(
     responses((status = 200, description = "The domain", body = DomainDto), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get_domain(
     State(state): State<AppState>,
-    caller: Authorized<GovRead>,
+    caller: CoopCaller<GovRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<DomainDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(DomainDto::from(&state.governance.domain(&coop, &id).await?)))
 }
 
-async fn create(state: &AppState, caller: &crate::Caller, body: ProposalBody, open: bool) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
+/// Creates a proposal: a draft on `/v1` (open it with `/open`), open at once on the short
+/// family's `POST /governance/proposals`.
+#[utoipa::path(post, path = "/v1/gov/proposals", tag = "governance", security(("bearer" = [])), request_body = ProposalBody,
+    responses((status = 201, description = "The proposal, with `proposal_id`", body = ProposalDto),
+              (status = 403, description = "Trust below 0.4", body = crate::openapi::ErrorBody),
+              (status = 404, description = "`domain_id` (or `domain`) names no governance domain of the token's coop",
+               body = crate::openapi::ErrorBody)))]
+pub async fn create_proposal(
+    State(state): State<AppState>,
+    caller: CoopCaller<GovWrite>,
+    Json(body): Json<ProposalBody>,
+) -> ApiResult<Response> {
+    let open_now = caller.family == Family::Short;
     let payload = normalise_payload(&body)?;
     let domain_id = body
         .domain_id
@@ -569,43 +580,18 @@ async fn create(state: &AppState, caller: &crate::Caller, body: ProposalBody, op
         rule: body.rule_ccl,
         voting_duration_secs: body.voting_duration_secs,
     };
-    let proposal = state.governance.create_proposal(&coop, &caller.did, request, open).await?;
+    let proposal = state.governance.create_proposal(&caller.coop, &caller.did, request, open_now).await?;
     Ok(created(ProposalDto::from(&proposal)))
 }
 
-/// Creates a proposal (a draft; open it with `/open`).
-#[utoipa::path(post, path = "/v1/gov/proposals", tag = "governance", security(("bearer" = [])), request_body = ProposalBody,
-    responses((status = 201, description = "The proposal, with `proposal_id`", body = ProposalDto),
-              (status = 403, description = "Trust below 0.4", body = crate::openapi::ErrorBody),
-              (status = 404, description = "`domain_id` (or `domain`) names no governance domain of the token's coop",
-               body = crate::openapi::ErrorBody)))]
-pub async fn create_proposal(
+/// Proposals of the token's coop, newest first.
+#[utoipa::path(get, path = "/v1/gov/proposals", tag = "governance", security(("bearer" = [])), params(ProposalFilters),
+    responses((status = 200, description = "`{proposals, pagination}`", body = ProposalPage)))]
+pub async fn list_proposals(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
-    Json(body): Json<ProposalBody>,
-) -> ApiResult<Response> {
-    create(&state, &caller, body, false).await
-}
-
-/// Creates and opens a proposal (short family).
-#[utoipa::path(post, path = "/governance/proposals", tag = "governance", security(("bearer" = [])), request_body = ProposalBody,
-    responses((status = 201, description = "The open proposal", body = ProposalDto),
-              (status = 404, description = "`domain_id` (or `domain`) names no governance domain of the token's coop",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_create(
-    State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
-    Json(body): Json<ProposalBody>,
-) -> ApiResult<Response> {
-    create(&state, &caller, body, true).await
-}
-
-async fn list_proposals_of(
-    state: &AppState,
-    caller: &crate::Caller,
-    filters: ProposalFilters,
+    caller: CoopCaller<GovRead>,
+    Query(filters): Query<ProposalFilters>,
 ) -> ApiResult<Json<ProposalPage>> {
-    let coop = caller.coop()?.clone();
     let page = PageQuery { limit: filters.limit, offset: filters.offset }.page()?;
     let status = match filters.status.or(filters.state).as_deref() {
         _ if filters.active == Some(true) => Some(ProposalStatus::Open),
@@ -616,34 +602,14 @@ async fn list_proposals_of(
                 .ok_or_else(|| Error::bad_request_field("status", "status is draft, open, closed or active"))?,
         ),
     };
-    let (items, total) =
-        state.governance.proposals(ProposalQuery { coop, domain: filters.domain, status, page }).await?;
+    let (items, total) = state
+        .governance
+        .proposals(ProposalQuery { coop: caller.coop.clone(), domain: filters.domain, status, page })
+        .await?;
     Ok(Json(ProposalPage {
         proposals: items.iter().map(ProposalDto::from).collect(),
         pagination: page.info(total).into(),
     }))
-}
-
-/// Proposals of the token's coop, newest first.
-#[utoipa::path(get, path = "/v1/gov/proposals", tag = "governance", security(("bearer" = [])), params(ProposalFilters),
-    responses((status = 200, description = "`{proposals, pagination}`", body = ProposalPage)))]
-pub async fn list_proposals(
-    State(state): State<AppState>,
-    caller: Authorized<GovRead>,
-    Query(filters): Query<ProposalFilters>,
-) -> ApiResult<Json<ProposalPage>> {
-    list_proposals_of(&state, &caller, filters).await
-}
-
-/// Proposals (short family).
-#[utoipa::path(get, path = "/governance/proposals", tag = "governance", security(("bearer" = [])), params(ProposalFilters),
-    responses((status = 200, description = "`{proposals, pagination}`", body = ProposalPage)))]
-pub async fn short_list(
-    State(state): State<AppState>,
-    caller: Authorized<GovRead>,
-    Query(filters): Query<ProposalFilters>,
-) -> ApiResult<Json<ProposalPage>> {
-    list_proposals_of(&state, &caller, filters).await
 }
 
 /// One proposal.
@@ -651,10 +617,10 @@ pub async fn short_list(
     responses((status = 200, description = "The proposal", body = ProposalDto), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn get_proposal(
     State(state): State<AppState>,
-    caller: Authorized<GovRead>,
+    caller: CoopCaller<GovRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProposalDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(ProposalDto::from(&state.governance.proposal(&coop, &id).await?)))
 }
 
@@ -663,28 +629,11 @@ pub async fn get_proposal(
     responses((status = 200, description = "The open proposal", body = ProposalDto), (status = 409, body = crate::openapi::ErrorBody)))]
 pub async fn open(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProposalDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(ProposalDto::from(&state.governance.open(&coop, &caller.did, &id).await?)))
-}
-
-async fn vote_on(
-    state: &AppState,
-    caller: &crate::Caller,
-    id: &str,
-    body: VoteBody,
-    signature: crate::signing::Signature,
-) -> ApiResult<Json<VoteCastDto>> {
-    let coop = caller.coop()?.clone();
-    let outcome = state.governance.vote_signed(&coop, &caller.did, id, &body.choice, signature.0).await?;
-    Ok(Json(VoteCastDto {
-        proposal_id: id.to_owned(),
-        voter: caller.did.as_str().to_owned(),
-        choice: outcome.choice.as_str().to_owned(),
-        replaced: outcome.replaced,
-    }))
 }
 
 /// Casts or replaces the caller's vote.
@@ -695,28 +644,18 @@ async fn vote_on(
                body = crate::openapi::ErrorBody)))]
 pub async fn vote(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Path(id): Path<String>,
     signature: crate::signing::Signature,
     Json(body): Json<VoteBody>,
 ) -> ApiResult<Json<VoteCastDto>> {
-    vote_on(&state, &caller, &id, body, signature).await
-}
-
-/// Votes (short family).
-#[utoipa::path(post, path = "/governance/proposals/{id}/vote", tag = "governance", security(("bearer" = [])), params(("id" = String, Path)),
-    request_body = VoteBody,
-    responses((status = 200, description = "`{proposal_id, voter, choice, replaced}`", body = VoteCastDto),
-              (status = 409, description = "The proposal is not open, or its voting time has ended",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_vote(
-    State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
-    Path(id): Path<String>,
-    signature: crate::signing::Signature,
-    Json(body): Json<VoteBody>,
-) -> ApiResult<Json<VoteCastDto>> {
-    vote_on(&state, &caller, &id, body, signature).await
+    let outcome = state.governance.vote_signed(&caller.coop, &caller.did, &id, &body.choice, signature.0).await?;
+    Ok(Json(VoteCastDto {
+        proposal_id: id,
+        voter: caller.did.as_str().to_owned(),
+        choice: outcome.choice.as_str().to_owned(),
+        replaced: outcome.replaced,
+    }))
 }
 
 /// The effective tally (delegation applied).
@@ -724,10 +663,10 @@ pub async fn short_vote(
     responses((status = 200, description = "`{votes_for, votes_against, votes_abstain, voters}`", body = VotesDto)))]
 pub async fn votes(
     State(state): State<AppState>,
-    caller: Authorized<GovRead>,
+    caller: CoopCaller<GovRead>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<VotesDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(VotesDto::from(&state.governance.votes(&coop, &id).await?)))
 }
 
@@ -738,10 +677,10 @@ pub async fn votes(
               (status = 409, description = "Not open, or voting still open for this caller", body = crate::openapi::ErrorBody)))]
 pub async fn close(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProposalDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(ProposalDto::from(&state.governance.close(&coop, Some(&caller.did), &id).await?)))
 }
 
@@ -751,10 +690,10 @@ pub async fn close(
               (status = 404, description = "`RECEIPT_UNAVAILABLE` with a reason, or not found", body = crate::openapi::ErrorBody)))]
 pub async fn proof(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     Ok(Json(state.governance.proof(&coop, &id).await?))
 }
 
@@ -765,10 +704,10 @@ pub async fn proof(
                body = crate::openapi::ErrorBody)))]
 pub async fn delegate(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Json(body): Json<DelegationBody>,
 ) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let delegate = common::did("delegate", &body.delegate)?;
     let record = state.governance.delegate(&coop, &caller.did, &delegate, &body.scope, body.expires_at).await?;
     Ok(created(DelegationDto::from(&record)))
@@ -779,9 +718,9 @@ pub async fn delegate(
     responses((status = 200, description = "`{given, received}`", body = DelegationsDto)))]
 pub async fn delegations(
     State(state): State<AppState>,
-    caller: Authorized<GovRead>,
+    caller: CoopCaller<GovRead>,
 ) -> ApiResult<Json<DelegationsDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let (given, received) = state.governance.delegations_of(&coop, &caller.did).await?;
     Ok(Json(DelegationsDto {
         given: given.iter().map(DelegationDto::from).collect(),
@@ -794,10 +733,10 @@ pub async fn delegations(
     responses((status = 204, description = "Revoked"), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn revoke(
     State(state): State<AppState>,
-    caller: Authorized<GovWrite>,
+    caller: CoopCaller<GovWrite>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     state.governance.revoke(&coop, &caller.did, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -811,9 +750,9 @@ oldest first: the keys of the token's coop (each derived from master secret `mas
               (status = 403, description = "The token is not for a cooperative, or its holder is no longer a member", body = crate::openapi::ErrorBody)))]
 pub async fn signing_keys(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
 ) -> ApiResult<Json<SigningKeysDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let keys = state.governance.signing_keys(&coop).await?;
     Ok(Json(SigningKeysDto { keys: keys.iter().map(SigningKeyDto::from).collect() }))
 }

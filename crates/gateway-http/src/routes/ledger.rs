@@ -14,7 +14,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::caller::scopes::{LedgerRead, LedgerWrite, OracleRead, OracleWrite};
-use crate::caller::{Authorized, Caller};
+use crate::caller::{Caller, CoopCaller, Family};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, JsonBytes, Path, Query, parse_json};
 use crate::routes::common::{self, PageQuery, idempotency, payment_amount, replayed};
@@ -278,36 +278,16 @@ request or is still in progress", body = crate::openapi::ErrorBody),
               (status = 429, body = crate::openapi::ErrorBody)))]
 pub async fn payment(
     State(state): State<AppState>,
-    caller: Authorized<LedgerWrite>,
-    Path(coop): Path<String>,
+    caller: CoopCaller<LedgerWrite>,
     headers: HeaderMap,
     uri: Uri,
     signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::path_coop(&caller, &coop)?;
-    pay(&state, &caller, coop, Sent { headers: &headers, uri: &uri, body: &body, signature }, true).await
-}
-
-/// Creates a payment from the caller in the token's coop (short family).
-#[utoipa::path(post, path = "/ledger/transaction", tag = "ledger", security(("bearer" = [])),
-    request_body = PaymentBody,
-    responses((status = 201, body = TransactionDto), (status = 400, body = crate::openapi::ErrorBody),
-              (status = 404, description = "The token's cooperative does not exist", body = crate::openapi::ErrorBody),
-              (status = 409, description = "The payment would take the payer below its credit limit \
-(`INSUFFICIENT_CREDIT`) or a balance out of the representable range, or the Idempotency-Key was used with another \
-request or is still in progress", body = crate::openapi::ErrorBody),
-              (status = 429, body = crate::openapi::ErrorBody)))]
-pub async fn short_transaction(
-    State(state): State<AppState>,
-    caller: Authorized<LedgerWrite>,
-    headers: HeaderMap,
-    uri: Uri,
-    signature: Signature,
-    JsonBytes(body): JsonBytes,
-) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
-    pay(&state, &caller, coop, Sent { headers: &headers, uri: &uri, body: &body, signature }, false).await
+    // The short family's `POST /ledger/transaction` lets `from` default to the caller.
+    let require_from = caller.family == Family::V1;
+    let coop = caller.coop.clone();
+    pay(&state, &caller, coop, Sent { headers: &headers, uri: &uri, body: &body, signature }, require_from).await
 }
 
 /// `?currency=` of balance routes.
@@ -431,33 +411,29 @@ fn account(coop: &CoopId, text: &str) -> ApiResult<String> {
     Ok(common::did("did", text)?.into_string())
 }
 
+/// The account of a balance route: the path's `{did}`, or the caller's own on the short route.
+#[derive(Debug, Deserialize)]
+pub struct AccountPath {
+    /// A member DID or a system account.
+    pub did: Option<String>,
+}
+
 /// Balance of a member (or system account) of the coop.
 #[utoipa::path(get, path = "/v1/ledger/{coop}/balance/{did}", tag = "ledger", security(("bearer" = [])),
     params(("coop" = String, Path), ("did" = String, Path, description = "A member DID or a system account"), BalanceQuery),
     responses((status = 200, body = BalanceDto), (status = 403, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn balance(
     State(state): State<AppState>,
-    caller: Authorized<LedgerRead>,
-    Path((coop, did)): Path<(String, String)>,
+    caller: CoopCaller<LedgerRead>,
+    Path(path): Path<AccountPath>,
     Query(query): Query<BalanceQuery>,
 ) -> ApiResult<BalanceAnswer> {
-    let coop = common::path_coop(&caller, &coop)?;
-    let account = account(&coop, &did)?;
-    balance_of(&state, &coop, &account, query.currency).await
-}
-
-/// The caller's own balance in the token's coop (short family).
-#[utoipa::path(get, path = "/ledger/balance", tag = "ledger", security(("bearer" = [])), params(BalanceQuery),
-    responses((status = 200, body = BalanceDto),
-              (status = 404, description = "The token's cooperative does not exist",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_balance(
-    State(state): State<AppState>,
-    caller: Authorized<LedgerRead>,
-    Query(query): Query<BalanceQuery>,
-) -> ApiResult<BalanceAnswer> {
-    let coop = caller.coop()?.clone();
-    balance_of(&state, &coop, caller.did.as_str(), query.currency).await
+    // The short family's `GET /ledger/balance` is the caller's own.
+    let account = match path.did {
+        Some(did) => account(&caller.coop, &did)?,
+        None => caller.did.as_str().to_owned(),
+    };
+    balance_of(&state, &caller.coop, &account, query.currency).await
 }
 
 /// Filters of the history routes.
@@ -495,26 +471,10 @@ async fn history_of(state: &AppState, coop: CoopId, params: HistoryParams) -> Ap
     responses((status = 200, description = "A page of transactions, newest first", body = TransactionPage)))]
 pub async fn history(
     State(state): State<AppState>,
-    caller: Authorized<LedgerRead>,
-    Path(coop): Path<String>,
+    caller: CoopCaller<LedgerRead>,
     Query(params): Query<HistoryParams>,
 ) -> ApiResult<Json<TransactionPage>> {
-    let coop = common::path_coop(&caller, &coop)?;
-    history_of(&state, coop, params).await
-}
-
-/// The token coop's history (short family).
-#[utoipa::path(get, path = "/ledger/history", tag = "ledger", security(("bearer" = [])), params(HistoryParams),
-    responses((status = 200, description = "A page of transactions, newest first", body = TransactionPage),
-              (status = 404, description = "The token's cooperative does not exist",
-               body = crate::openapi::ErrorBody)))]
-pub async fn short_history(
-    State(state): State<AppState>,
-    caller: Authorized<LedgerRead>,
-    Query(params): Query<HistoryParams>,
-) -> ApiResult<Json<TransactionPage>> {
-    let coop = caller.coop()?.clone();
-    history_of(&state, coop, params).await
+    history_of(&state, caller.coop.clone(), params).await
 }
 
 /// A batch: `{"payments": [...], "atomic": false}` or a bare array.
@@ -536,14 +496,13 @@ pub struct BatchBody {
 or the Idempotency-Key was used with another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn batch(
     State(state): State<AppState>,
-    caller: Authorized<LedgerWrite>,
-    Path(coop): Path<String>,
+    caller: CoopCaller<LedgerWrite>,
     headers: HeaderMap,
     uri: Uri,
     signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::path_coop(&caller, &coop)?;
+    let coop = caller.coop.clone();
     let batch: BatchBody = if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         BatchBody { payments: parse_json(&body)?, atomic: false }
     } else {
@@ -622,11 +581,10 @@ opposite", body = crate::openapi::ErrorBody),
 ledger's precision (0.000001)", body = crate::openapi::ErrorBody)))]
 pub async fn quote(
     State(state): State<AppState>,
-    caller: Authorized<LedgerRead>,
-    Path(coop): Path<String>,
+    caller: CoopCaller<LedgerRead>,
     Json(body): Json<QuoteBody>,
 ) -> ApiResult<Json<QuoteDto>> {
-    let coop = common::path_coop(&caller, &coop)?;
+    let coop = caller.coop.clone();
     let amount = payment_amount("amount", body.amount)?;
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
@@ -673,14 +631,13 @@ expired or was already used (a quote is single-use), the opposite pair's inverse
 another request or is still in progress", body = crate::openapi::ErrorBody)))]
 pub async fn convert(
     State(state): State<AppState>,
-    caller: Authorized<LedgerWrite>,
-    Path(coop): Path<String>,
+    caller: CoopCaller<LedgerWrite>,
     headers: HeaderMap,
     uri: Uri,
     signature: Signature,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
-    let coop = common::path_coop(&caller, &coop)?;
+    let coop = caller.coop.clone();
     let request: ConvertBody = parse_json(&body)?;
     if request.from != caller.did.as_str() {
         return Err(Error::forbidden(
@@ -754,10 +711,10 @@ impl From<&RateRecord> for RateDto {
 ledger's precision (0.000001)", body = crate::openapi::ErrorBody)))]
 pub async fn get_rate(
     State(state): State<AppState>,
-    caller: Authorized<OracleRead>,
+    caller: CoopCaller<OracleRead>,
     Path((from, to)): Path<(String, String)>,
 ) -> ApiResult<Json<RateDto>> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let (from, to) = (common::currency("from", &from)?, common::currency("to", &to)?);
     Ok(Json(RateDto::from(&state.ledger.rate(&coop, &from, &to).await?)))
 }
@@ -781,10 +738,10 @@ pub struct RateBody {
                body = crate::openapi::ErrorBody)))]
 pub async fn set_rate(
     State(state): State<AppState>,
-    caller: Authorized<OracleWrite>,
+    caller: CoopCaller<OracleWrite>,
     Json(body): Json<RateBody>,
 ) -> ApiResult<Response> {
-    let coop = caller.coop()?.clone();
+    let coop = caller.coop.clone();
     let from = common::currency("from_currency", &body.from_currency)?;
     let to = common::currency("to_currency", &body.to_currency)?;
     let rate = state.ledger.set_rate(&coop, &caller.did, from, to, body.rate).await?;

@@ -7,7 +7,7 @@ use gateway_domain::ports::NotificationRecord;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::caller::Authorized;
+use crate::caller::CoopCaller;
 use crate::caller::scopes::AnyToken;
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
@@ -91,10 +91,10 @@ pub struct MarkedDto {
               (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
 pub async fn list_notifications(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Query(query): Query<NotificationQuery>,
 ) -> ApiResult<Json<NotificationPage>> {
-    let coop = caller.coop()?;
+    let coop = &caller.coop;
     let page = PageQuery { limit: query.limit, offset: query.offset }.page()?;
     let result = state.notifications.list(&caller.did, coop, query.unread_only, page).await?;
     Ok(Json(NotificationPage {
@@ -102,19 +102,6 @@ pub async fn list_notifications(
         pagination: page.info(result.total).into(),
         unread_count: result.unread,
     }))
-}
-
-/// The caller's notifications (short family).
-#[utoipa::path(get, path = "/notifications", tag = "notifications", security(("bearer" = [])), params(NotificationQuery),
-    responses((status = 200, description = "`{notifications, pagination, unread_count}`", body = NotificationPage),
-              (status = 400, description = "Invalid limit or offset", body = crate::openapi::ErrorBody),
-              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
-pub async fn short_list(
-    state: State<AppState>,
-    caller: Authorized<AnyToken>,
-    query: Query<NotificationQuery>,
-) -> ApiResult<Json<NotificationPage>> {
-    list_notifications(state, caller, query).await
 }
 
 /// Marks one of the caller's notifications of the token's coop read; anyone else's, or another
@@ -125,39 +112,18 @@ pub async fn short_list(
               (status = 404, body = crate::openapi::ErrorBody)))]
 pub async fn mark_read(
     State(state): State<AppState>,
-    caller: Authorized<AnyToken>,
+    caller: CoopCaller<AnyToken>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<NotificationDto>> {
-    let coop = caller.coop()?;
+    let coop = &caller.coop;
     Ok(Json(NotificationDto::from(&state.notifications.mark_read(&caller.did, coop, &id).await?)))
-}
-
-/// Marks one read (short family).
-#[utoipa::path(post, path = "/notifications/{id}/read", tag = "notifications", security(("bearer" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The notification", body = NotificationDto),
-              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody),
-              (status = 404, body = crate::openapi::ErrorBody)))]
-pub async fn short_mark_read(
-    state: State<AppState>,
-    caller: Authorized<AnyToken>,
-    id: Path<String>,
-) -> ApiResult<Json<NotificationDto>> {
-    mark_read(state, caller, id).await
 }
 
 /// Marks all of the caller's notifications of the token's coop read.
 #[utoipa::path(post, path = "/v1/notifications/read-all", tag = "notifications", security(("bearer" = [])),
     responses((status = 200, description = "`{marked}`", body = MarkedDto),
               (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
-pub async fn mark_all_read(State(state): State<AppState>, caller: Authorized<AnyToken>) -> ApiResult<Json<MarkedDto>> {
-    let coop = caller.coop()?;
+pub async fn mark_all_read(State(state): State<AppState>, caller: CoopCaller<AnyToken>) -> ApiResult<Json<MarkedDto>> {
+    let coop = &caller.coop;
     Ok(Json(MarkedDto { marked: state.notifications.mark_all_read(&caller.did, coop).await? }))
-}
-
-/// Marks all read (short family).
-#[utoipa::path(post, path = "/notifications/read-all", tag = "notifications", security(("bearer" = [])),
-    responses((status = 200, description = "`{marked}`", body = MarkedDto),
-              (status = 403, description = "Identity-only token", body = crate::openapi::ErrorBody)))]
-pub async fn short_mark_all_read(state: State<AppState>, caller: Authorized<AnyToken>) -> ApiResult<Json<MarkedDto>> {
-    mark_all_read(state, caller).await
 }

@@ -86,17 +86,6 @@ pub async fn score(
     Ok(Json(ScoreDto { did: did.to_string(), score, class: TrustClass::from_score(score).as_str().to_owned() }))
 }
 
-/// The score of a DID (short family).
-#[utoipa::path(get, path = "/trust/score/{did}", tag = "trust", security(("bearer" = [])), params(("did" = String, Path)),
-    responses((status = 200, body = ScoreDto)))]
-pub async fn short_score(
-    state: State<AppState>,
-    caller: Authorized<TrustRead>,
-    did: Path<String>,
-) -> ApiResult<Json<ScoreDto>> {
-    score(state, caller, did).await
-}
-
 /// A DID's edges, outgoing first, then incoming, each marked with its `direction`.
 #[utoipa::path(get, path = "/v1/trust/{did}/edges", tag = "trust", security(("bearer" = [])), params(("did" = String, Path), PageQuery),
     responses((status = 200, description = "A page of the DID's edges, outgoing first", body = EdgePage),
@@ -133,17 +122,6 @@ pub async fn set_edge(
     let (edge, replaced) = state.trust.set_edge(&caller.did, &target, body.score).await?;
     let status = if replaced { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, Json(EdgeDto::from(&edge))).into_response())
-}
-
-/// Sets or replaces the caller's edge (short family).
-#[utoipa::path(post, path = "/trust/edge", tag = "trust", security(("bearer" = [])), request_body = EdgeBody,
-    responses((status = 201, description = "Created", body = EdgeDto), (status = 200, description = "Replaced", body = EdgeDto)))]
-pub async fn short_set_edge(
-    state: State<AppState>,
-    caller: Authorized<TrustWrite>,
-    body: Json<EdgeBody>,
-) -> ApiResult<Response> {
-    set_edge(state, caller, body).await
 }
 
 /// Revokes the caller's edge to a DID.

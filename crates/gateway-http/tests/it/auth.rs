@@ -7,10 +7,9 @@ use axum::routing::get;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::Signer;
-use gateway_core::CoopId;
+use gateway_http::ApiResult;
+use gateway_http::caller::CoopCaller;
 use gateway_http::caller::scopes::LedgerRead;
-use gateway_http::extract::Path;
-use gateway_http::{ApiResult, Authorized};
 use serde_json::{Value, json};
 
 use crate::support::{SECRET, START, TestApp, build, key, send};
@@ -347,10 +346,8 @@ async fn bad_tokens_are_401_with_www_authenticate() {
     assert_eq!(expired.headers[header::WWW_AUTHENTICATE], "Bearer");
 }
 
-async fn coop_balance(caller: Authorized<LedgerRead>, Path(coop): Path<String>) -> ApiResult<String> {
-    let coop = CoopId::parse(&coop).map_err(gateway_core::Error::bad_request)?;
-    caller.require_coop(&coop)?;
-    Ok(caller.did.to_string())
+async fn coop_balance(caller: CoopCaller<LedgerRead>) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!({ "did": caller.did.as_str(), "coop": caller.coop.as_str() })))
 }
 
 /// Scope and cooperative enforcement, through the same extractors and middleware the real
@@ -366,6 +363,7 @@ async fn scope_then_coop_are_enforced() {
 
     let ok = send(&router, build(Method::GET, "/probe/c1", None, Some(&reader))).await;
     assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(ok.body["coop"], "c1", "{}", ok.body);
     assert_eq!(ok.headers[header::CACHE_CONTROL], "no-store");
     let missing_scope = send(&router, build(Method::GET, "/probe/c1", None, Some(&writer))).await;
     missing_scope.assert_error(403, "AUTHORIZATION_FAILED");
@@ -377,6 +375,10 @@ async fn scope_then_coop_are_enforced() {
     let foreign = send(&router, build(Method::GET, "/probe/c2", None, Some(&reader))).await;
     foreign.assert_error(403, "AUTHORIZATION_FAILED");
     assert_eq!(foreign.body["details"]["coop_id"], "c2");
+    // A malformed coop id is 400 naming the field, before the cooperative is compared.
+    let malformed = send(&router, build(Method::GET, "/probe/c%20", None, Some(&reader))).await;
+    malformed.assert_error(400, "BAD_REQUEST");
+    assert!(malformed.body["details"]["fields"]["coop_id"].is_array(), "{}", malformed.body);
 }
 
 #[tokio::test]

@@ -294,3 +294,89 @@ async fn the_document_describes_every_answer() {
     }
     assert!(operations > 70, "{operations} operations");
 }
+
+/// The short family is one handler per operation: each short path is documented as an alias of
+/// the `/v1` operation that serves it (same answers, its own operation id, none of the path
+/// parameters it does not have), and the spec's every short route is one of them.
+#[tokio::test]
+async fn the_short_family_is_documented_as_aliases() {
+    let app = TestApp::new().await;
+    let doc = app.call(Method::GET, "/api-docs/openapi.json", None, None).await.body;
+    for alias in gateway_http::SHORT_FAMILY {
+        let short = &doc["paths"][alias.path][alias.method];
+        let v1 = &doc["paths"][alias.of][alias.method];
+        let name = format!("{} {}", alias.method, alias.path);
+        assert!(v1.is_object(), "{name}: {} is not documented", alias.of);
+        let description = short["description"].as_str().unwrap_or_default();
+        assert!(
+            description.starts_with(&format!("Alias of `{} {}`", alias.method.to_uppercase(), alias.of)),
+            "{name}: {description}"
+        );
+        assert_eq!(
+            short["responses"].as_object().map(|r| r.keys().collect::<Vec<_>>()),
+            v1["responses"].as_object().map(|r| r.keys().collect::<Vec<_>>()),
+            "{name}"
+        );
+        assert_eq!(short["requestBody"], v1["requestBody"], "{name}");
+        assert_ne!(short["operationId"], v1["operationId"], "{name}");
+        for parameter in short["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" {
+                let placeholder = format!("{{{}}}", parameter["name"].as_str().unwrap());
+                assert!(alias.path.contains(&placeholder), "{name} documents {placeholder}");
+            }
+        }
+    }
+    let spec_short_routes = [
+        ("post", "/ledger/transaction"),
+        ("get", "/ledger/balance"),
+        ("get", "/ledger/history"),
+        ("get", "/coops"),
+        ("post", "/coops"),
+        ("get", "/coops/{id}"),
+        ("get", "/coops/{id}/members"),
+        ("post", "/coops/{id}/members"),
+        ("get", "/trust/score/{did}"),
+        ("post", "/trust/edge"),
+        ("get", "/governance/proposals"),
+        ("post", "/governance/proposals"),
+        ("post", "/governance/proposals/{id}/vote"),
+        ("get", "/compute/tasks"),
+        ("post", "/compute/tasks"),
+        ("get", "/compute/tasks/{id}"),
+        ("get", "/notifications"),
+        ("post", "/notifications/{id}/read"),
+    ];
+    for (method, path) in spec_short_routes {
+        assert!(
+            gateway_http::SHORT_FAMILY.iter().any(|a| a.method == method && a.path == path),
+            "{method} {path} is not an alias"
+        );
+    }
+}
+
+/// Both families reach the same handler and so the same checks: a token of another coop is
+/// refused on the `/v1` path and the short path answers for the token's own coop.
+#[tokio::test]
+async fn an_alias_answers_as_its_v1_operation() {
+    let app = TestApp::new().await;
+    let token = app.token(31, "c1", &["ledger:read", "coop:read", "coop:write"]).await;
+    let other = app.token(32, "c2", &["ledger:read"]).await;
+    let created = app
+        .call(
+            Method::POST,
+            "/coops",
+            Some(serde_json::json!({"id": "c1", "name": "One", "coop_type": "worker"})),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let short = app.call(Method::GET, "/ledger/history", None, Some(&token)).await;
+    let v1 = app.call(Method::GET, "/v1/ledger/c1/history", None, Some(&token)).await;
+    assert_eq!((short.status, &short.body), (v1.status, &v1.body));
+    let foreign = app.call(Method::GET, "/v1/ledger/c1/history", None, Some(&other)).await;
+    foreign.assert_error(403, "AUTHORIZATION_FAILED");
+    assert_eq!(foreign.body["details"]["coop_id"], "c1");
+    let own = app.call(Method::GET, "/coops/c1", None, Some(&token)).await;
+    assert_eq!(own.status, StatusCode::OK, "{}", own.body);
+    app.call(Method::GET, "/coops/c2", None, Some(&token)).await.assert_error(403, "AUTHORIZATION_FAILED");
+}
