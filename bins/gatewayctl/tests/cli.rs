@@ -71,6 +71,7 @@ async fn gateway() -> String {
         limiter_clock: Arc::new(gateway_limits::ManualClock::new()),
         membership_ttl: Duration::ZERO,
         receipt_keys: Arc::new(keys),
+        log: gateway_domain::log::LogConfig::default(),
         cluster: None,
         nonces: None,
     };

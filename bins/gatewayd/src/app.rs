@@ -138,6 +138,12 @@ pub async fn serve(
             velocity_fallback: config.redis.as_ref().map(|r| r.velocity_fallback).unwrap_or_default(),
         }),
         nonces,
+        log: gateway_domain::log::LogConfig {
+            origin: config.log_origin.clone(),
+            witnesses: config.witnesses.clone(),
+            quorum: config.witness_quorum,
+            ..Default::default()
+        },
     };
     let state = gateway_http::state::assemble(store.clone(), options).await?;
     // Every task this gateway starts lives in `background` and stops when `serve` returns, so a
@@ -145,6 +151,13 @@ pub async fn serve(
     let mut background = tokio::task::JoinSet::new();
     let trust_changes = store.postgres_pool().is_some().then(|| store.trust_changes());
     tasks::spawn_background(&mut background, &state, trust_changes, config.builtin_executor);
+    // The coops' logs: each commit's events are in a signed checkpoint within a second.
+    let log = if config.witnesses.is_empty() {
+        state.log.clone()
+    } else {
+        state.log.clone().with_witnesses(Arc::new(crate::coop_log::HttpWitnesses::new()?))
+    };
+    background.spawn(log.run(store.clone()));
     // Before the metrics are served: the first scrape already has every currency's sum.
     tasks::start_balance_gauge(
         &mut background,

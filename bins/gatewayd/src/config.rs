@@ -62,6 +62,44 @@ pub enum Command {
         #[command(subcommand)]
         action: KeystoreAction,
     },
+    /// Check the coops' logs (contract 12).
+    Log {
+        /// What to do with the logs.
+        #[command(subcommand)]
+        action: LogAction,
+    },
+    /// Run a C2SP tlog-witness that cosigns other gateways' coop logs (`gatewayd witness --key
+    /// <file> --state <file> --name <name> --log <origin>=<vkey> …`), or print its verifier key
+    /// (`gatewayd witness vkey`).
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Witness {
+        /// `vkey`: print the witness's cosigner vkey.
+        #[command(subcommand)]
+        action: Option<WitnessAction>,
+        /// Serve the witness.
+        #[command(flatten)]
+        serve: Option<crate::witness::WitnessArgs>,
+    },
+}
+
+/// `gatewayd log …`.
+#[derive(Debug, Subcommand)]
+pub enum LogAction {
+    /// Check every coop's log (or one) against its latest signed checkpoint: each stored entry
+    /// hashes to its leaf and the stored hashes give the signed root. Exits non-zero on any
+    /// problem, naming it.
+    Fsck {
+        /// Only this coop.
+        #[arg(long)]
+        coop: Option<String>,
+    },
+}
+
+/// `gatewayd witness …`.
+#[derive(Debug, Subcommand)]
+pub enum WitnessAction {
+    /// Print the witness's cosigner verifier key (creating its key file if missing).
+    Vkey(crate::witness::WitnessVkeyArgs),
 }
 
 /// `gatewayd keystore …`.
@@ -195,6 +233,19 @@ pub struct Settings {
     /// The one origin allowed cross-origin access in production mode.
     #[arg(long, env = "ICN_GATEWAY_CORS_ORIGIN", global = true)]
     pub cors_origin: Option<String>,
+    /// The coops' logs' origin prefix, a schema-less name such as `gw.example.coop`: a coop's
+    /// log is `<log-origin>/coops/<coop_id>` [default: localhost].
+    #[arg(long, env = "ICN_GATEWAY_LOG_ORIGIN", global = true)]
+    pub log_origin: Option<String>,
+    /// A witness each new checkpoint of a coop's log is sent to, `<name>=<vkey>@<url>`
+    /// (repeatable; C2SP tlog-witness).
+    #[arg(long = "witness", env = "ICN_GATEWAY_WITNESS", global = true)]
+    #[serde(default, rename = "witness", alias = "witnesses")]
+    pub witnesses: Vec<String>,
+    /// How many witnesses must have cosigned a checkpoint before `log/proof?wait=true` answers
+    /// [default: 0].
+    #[arg(long, env = "ICN_GATEWAY_WITNESS_QUORUM", global = true)]
+    pub witness_quorum: Option<usize>,
     /// Grant any requested scopes for any cooperative (development only).
     #[arg(long, env = "ICN_GATEWAY_OPEN_ENROLLMENT", global = true)]
     pub open_enrollment: Option<bool>,
@@ -351,6 +402,12 @@ pub struct GatewayConfig {
     pub tls: Option<TlsFiles>,
     /// Allowed CORS origin in production mode.
     pub cors_origin: Option<HeaderValue>,
+    /// The coops' logs' origin prefix.
+    pub log_origin: String,
+    /// The witnesses of the coops' logs.
+    pub witnesses: Vec<gateway_domain::log::WitnessConfig>,
+    /// Cosignatures a proof waits for.
+    pub witness_quorum: usize,
     /// Open enrollment.
     pub open_enrollment: bool,
     /// Whether the built-in executor runs CCL tasks.
@@ -521,6 +578,24 @@ impl GatewayConfig {
             .iter()
             .map(|p| gateway_http::limits::parse_proxy(p).map_err(|e| anyhow::anyhow!("trusted proxy: {e}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let log_origin =
+            settings.log_origin.or(file.log_origin).filter(|o| !o.is_empty()).unwrap_or_else(|| "localhost".to_owned());
+        if !is_log_origin(&log_origin) {
+            anyhow::bail!(
+                "log origin '{log_origin}' is not a schema-less name such as gw.example.coop (no '://', spaces or '+')"
+            );
+        }
+        let witnesses = first_non_empty([settings.witnesses, file.witnesses])
+            .iter()
+            .map(|text| text.parse::<gateway_domain::log::WitnessConfig>().map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let witness_quorum = settings.witness_quorum.or(file.witness_quorum).unwrap_or(0);
+        if witness_quorum > witnesses.len() {
+            anyhow::bail!(
+                "witness quorum {witness_quorum} is more than the {} witness(es) configured",
+                witnesses.len()
+            );
+        }
         // An empty value (a template's unset variable) means no origin; `--dev` allows every
         // origin and ignores this one.
         let cors_origin = settings
@@ -554,6 +629,9 @@ impl GatewayConfig {
             allow_unsigned_receipts: settings.allow_unsigned_receipts.or(file.allow_unsigned_receipts).unwrap_or(false),
             tls,
             cors_origin,
+            log_origin,
+            witnesses,
+            witness_quorum,
             open_enrollment: settings
                 .open_enrollment
                 .or(file.open_enrollment)
@@ -572,7 +650,7 @@ impl GatewayConfig {
     /// password as `***`), for `config check` and start-up logs.
     pub fn summary(&self) -> String {
         format!(
-            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\nallow_unsigned_receipts = {}\ntls = {}\ncors_origin = {:?}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
+            "listen = {}\nmetrics_listen = {}\nstore = {}\npostgres_max_connections = {}\n{}jwt_secret = <{} bytes>\ntoken_ttl = {}\nchallenge_ttl = {}\ntrust_anchor = {:?}\ntrust_default = {}\ntrusted_proxy = {:?}\nkeystore = {:?}\npassphrase = {}\nallow_unsigned_receipts = {}\ntls = {}\ncors_origin = {:?}\nlog_origin = {}\nwitness = {:?}\nwitness_quorum = {}\nopen_enrollment = {}\nbuiltin_executor = {}\ndev = {}\nlog_format = {}\nmetrics = {}\nquarantine_violations = {}\nquarantine_window = {}\nquarantine_secs = {}\nworkers = {}\npin_workers = {}\nworker_slice_us = {}",
             self.listen,
             self.metrics_listen,
             self.store,
@@ -600,6 +678,9 @@ impl GatewayConfig {
             self.allow_unsigned_receipts,
             self.tls.is_some(),
             self.cors_origin.as_ref().and_then(|o| o.to_str().ok()),
+            self.log_origin,
+            self.witnesses.iter().map(|w| format!("{}@{}", w.name, w.url)).collect::<Vec<_>>(),
+            self.witness_quorum,
             self.open_enrollment,
             self.builtin_executor,
             self.dev,
@@ -655,6 +736,15 @@ fn is_origin(text: &str) -> bool {
 
 fn first_non_empty<const N: usize>(lists: [Vec<String>; N]) -> Vec<String> {
     lists.into_iter().find(|l| !l.is_empty()).unwrap_or_default()
+}
+
+/// A log origin prefix: a signed-note key name once `/coops/<id>` is added, so printable ASCII
+/// without spaces or `+`, and schema-less (C2SP tlog-checkpoint).
+fn is_log_origin(origin: &str) -> bool {
+    !origin.is_empty()
+        && origin.len() <= 200
+        && !origin.contains("://")
+        && origin.bytes().all(|b| b.is_ascii_graphic() && b != b'+')
 }
 
 #[cfg(test)]

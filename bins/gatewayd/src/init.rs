@@ -97,6 +97,8 @@ fn render(secret: &str, founder: Option<&Did>, keystore: bool) -> String {
             founder.map(|did| format!("trust_anchor = [\"{did}\"]"))
         } else if line.starts_with("# keystore = ") && keystore {
             Some("keystore = \"keystore.json\"".to_owned())
+        } else if line.starts_with("# log_origin = ") {
+            Some(format!("log_origin = \"{}\"", host_name()))
         } else {
             None
         };
@@ -104,6 +106,16 @@ fn render(secret: &str, founder: Option<&Did>, keystore: bool) -> String {
         text.push('\n');
     }
     text
+}
+
+/// This machine's host name, for the coops' log origin (`localhost` when it has none that
+/// would do): change it in the file to the gateway's public name before the first coop.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'))
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// Writes `text` to `path` with mode 0600 (the secret is in it), without ever opening `path`

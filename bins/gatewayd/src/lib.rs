@@ -4,11 +4,13 @@
 
 mod app;
 pub mod config;
+pub mod coop_log;
 pub mod init;
 mod keys;
 pub mod metrics;
 mod nonces;
 mod tasks;
+pub mod witness;
 pub mod workers;
 
 pub use app::{Listeners, connect_check, serve, tls_server_config};

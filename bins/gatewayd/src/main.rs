@@ -15,7 +15,9 @@ use clap::{CommandFactory, FromArgMatches};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use gatewayd::config::{Cli, Command, ConfigAction, GatewayConfig, KeystoreAction, LogFormat};
+use gatewayd::config::{
+    Cli, Command, ConfigAction, GatewayConfig, KeystoreAction, LogAction, LogFormat, WitnessAction,
+};
 
 /// Runs the command; an error is printed as one message (with its causes, never a backtrace,
 /// whatever `RUST_BACKTRACE` says) and the exit status is 1.
@@ -79,6 +81,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let passphrase = gatewayd::passphrase(cli.settings.passphrase_file.as_deref())?.map(|(secret, _)| secret);
             return gatewayd::init::run_with(&dir, founder.as_deref(), force, passphrase);
         }
+        Some(Command::Witness { action: Some(WitnessAction::Vkey(args)), .. }) => {
+            println!("{}", gatewayd::witness::vkey(&args)?);
+            return Ok(());
+        }
+        Some(Command::Witness { action: None, serve }) => {
+            let args = serve.context("gatewayd witness needs --key, --state, --name and --log")?;
+            let _log_writer = init_tracing(cli.settings.log_format.unwrap_or_default());
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
+            return runtime.block_on(gatewayd::witness::serve(args));
+        }
         _ => {}
     }
     let config = GatewayConfig::resolve(cli.settings)?;
@@ -121,7 +133,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{verdict}\n{}", config.summary());
             Ok(())
         }
-        Some(Command::Keystore { .. } | Command::Init { .. }) => unreachable!("handled above"),
+        Some(Command::Log { action: LogAction::Fsck { coop } }) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            if runtime.block_on(gatewayd::coop_log::fsck(&config, coop.as_deref()))? {
+                Ok(())
+            } else {
+                anyhow::bail!("the logs above do not match their signed checkpoints")
+            }
+        }
+        Some(Command::Keystore { .. } | Command::Init { .. } | Command::Witness { .. }) => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -10,7 +10,8 @@ use serde::Serialize;
 use crate::coops::fee_percent;
 use crate::governance::Outcome;
 use crate::ports::{
-    CoopSettings, DomainRecord, EventTx, MemberRecord, ProposalRecord, TaskRecord, TaskResult, TransactionRecord,
+    CoopSettings, DelegationRecord, DomainRecord, EventTx, MemberRecord, ProposalRecord, SigningKeyRecord, TaskRecord,
+    TaskResult, TransactionRecord,
 };
 
 /// The detailed event kinds of the specification (`CoopEventType`).
@@ -28,6 +29,15 @@ pub enum CoopEventType {
     SettingsUpdated,
     /// A governance domain was created.
     GovernanceDomainCreated,
+    /// A governance domain's name, members, quorum or rule changed.
+    GovernanceDomainUpdated,
+    /// A member delegated their vote.
+    DelegationCreated,
+    /// A delegation was revoked.
+    DelegationRevoked,
+    /// The coop's receipt (and log) signing key changed: a rotation, a new keystore master, or
+    /// its first use.
+    SigningKeyRotated,
     /// A proposal was created (as a draft).
     GovernanceProposalCreated,
     /// A proposal opened for voting.
@@ -58,6 +68,10 @@ impl CoopEventType {
             CoopEventType::RoleUpdated => "RoleUpdated",
             CoopEventType::SettingsUpdated => "SettingsUpdated",
             CoopEventType::GovernanceDomainCreated => "GovernanceDomainCreated",
+            CoopEventType::GovernanceDomainUpdated => "GovernanceDomainUpdated",
+            CoopEventType::DelegationCreated => "DelegationCreated",
+            CoopEventType::DelegationRevoked => "DelegationRevoked",
+            CoopEventType::SigningKeyRotated => "SigningKeyRotated",
             CoopEventType::GovernanceProposalCreated => "GovernanceProposalCreated",
             CoopEventType::GovernanceProposalOpened => "GovernanceProposalOpened",
             CoopEventType::GovernanceProposalClosed => "GovernanceProposalClosed",
@@ -90,12 +104,27 @@ pub enum CoopEvent<'a> {
     SettingsUpdated(&'a CoopSettings),
     /// `GovernanceDomainCreated`: `{domain_id, name, members}`.
     GovernanceDomainCreated(&'a DomainRecord),
+    /// `GovernanceDomainUpdated`: `{domain_id, name, members, quorum_percent, rule}` after the
+    /// change.
+    GovernanceDomainUpdated(&'a DomainRecord),
+    /// `DelegationCreated`: `{delegation_id, delegator, delegate, scope, expires_at, created_at}`.
+    DelegationCreated(&'a DelegationRecord),
+    /// `DelegationRevoked`: `{delegation_id, delegator}`.
+    DelegationRevoked {
+        /// The delegation.
+        id: &'a str,
+        /// Who revoked it (its delegator).
+        delegator: &'a Did,
+    },
+    /// `SigningKeyRotated`: `{public_key, did, generation, master, valid_from}` of the new key.
+    SigningKeyRotated(&'a SigningKeyRecord),
     /// `GovernanceProposalCreated`: `{proposal_id, domain_id, title, status, author}`.
     GovernanceProposalCreated(&'a ProposalRecord),
     /// `GovernanceProposalOpened`: as created, with the new status.
     GovernanceProposalOpened(&'a ProposalRecord),
-    /// `GovernanceProposalClosed`: as opened, plus `outcome` and `tally`.
-    GovernanceProposalClosed(&'a ProposalRecord),
+    /// `GovernanceProposalClosed`: as opened, plus `outcome`, `tally` and the signed `receipt`
+    /// (`null` when none could be signed).
+    GovernanceProposalClosed(&'a ProposalRecord, Option<&'a serde_json::Value>),
     /// `GovernanceVoteCast`: `{proposal_id, voter, choice, replaced}`.
     GovernanceVoteCast(VoteCast<'a>),
     /// `ComputeTaskSubmitted`: `{task_id, task_hash, status, submitter, executor, result}`.
@@ -131,9 +160,13 @@ impl CoopEvent<'_> {
             CoopEvent::RoleUpdated(_) => CoopEventType::RoleUpdated,
             CoopEvent::SettingsUpdated(_) => CoopEventType::SettingsUpdated,
             CoopEvent::GovernanceDomainCreated(_) => CoopEventType::GovernanceDomainCreated,
+            CoopEvent::GovernanceDomainUpdated(_) => CoopEventType::GovernanceDomainUpdated,
+            CoopEvent::DelegationCreated(_) => CoopEventType::DelegationCreated,
+            CoopEvent::DelegationRevoked { .. } => CoopEventType::DelegationRevoked,
+            CoopEvent::SigningKeyRotated(_) => CoopEventType::SigningKeyRotated,
             CoopEvent::GovernanceProposalCreated(_) => CoopEventType::GovernanceProposalCreated,
             CoopEvent::GovernanceProposalOpened(_) => CoopEventType::GovernanceProposalOpened,
-            CoopEvent::GovernanceProposalClosed(_) => CoopEventType::GovernanceProposalClosed,
+            CoopEvent::GovernanceProposalClosed(..) => CoopEventType::GovernanceProposalClosed,
             CoopEvent::GovernanceVoteCast(_) => CoopEventType::GovernanceVoteCast,
             CoopEvent::ComputeTaskSubmitted(_) => CoopEventType::ComputeTaskSubmitted,
             CoopEvent::ComputeTaskClaimed(_) => CoopEventType::ComputeTaskClaimed,
@@ -161,10 +194,39 @@ impl Serialize for CoopEvent<'_> {
             CoopEvent::GovernanceProposalCreated(p) | CoopEvent::GovernanceProposalOpened(p) => {
                 ProposalData::from(p).serialize(serializer)
             }
-            CoopEvent::GovernanceProposalClosed(p) => ClosedProposalData {
+            CoopEvent::GovernanceProposalClosed(p, receipt) => ClosedProposalData {
                 proposal: ProposalData::from(p),
                 outcome: p.outcome.map(Outcome::as_str),
                 tally: p.tally.map(|(for_, against, abstain)| TallyData { for_, against, abstain }),
+                receipt,
+            }
+            .serialize(serializer),
+            CoopEvent::GovernanceDomainUpdated(d) => DomainUpdatedData {
+                domain_id: &d.domain_id,
+                name: &d.name,
+                members: &d.members,
+                quorum_percent: d.quorum_percent,
+                rule: d.rule.as_deref(),
+            }
+            .serialize(serializer),
+            CoopEvent::DelegationCreated(d) => DelegationData {
+                delegation_id: &d.id,
+                delegator: &d.delegator,
+                delegate: &d.delegate,
+                scope: &d.scope,
+                expires_at: d.expires_at,
+                created_at: d.created_at,
+            }
+            .serialize(serializer),
+            CoopEvent::DelegationRevoked { id, delegator } => {
+                DelegationRevokedData { delegation_id: id, delegator }.serialize(serializer)
+            }
+            CoopEvent::SigningKeyRotated(k) => KeyData {
+                public_key: &k.public_key,
+                did: &k.did,
+                generation: k.generation,
+                master: k.master,
+                valid_from: k.valid_from,
             }
             .serialize(serializer),
             CoopEvent::GovernanceVoteCast(vote) => vote.serialize(serializer),
@@ -174,6 +236,40 @@ impl Serialize for CoopEvent<'_> {
             | CoopEvent::ComputeTaskCancelled(t) => TaskData::from(t).serialize(serializer),
         }
     }
+}
+
+#[derive(Serialize)]
+struct DomainUpdatedData<'a> {
+    domain_id: &'a str,
+    name: &'a str,
+    members: &'a [Did],
+    quorum_percent: Option<u32>,
+    rule: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct DelegationData<'a> {
+    delegation_id: &'a str,
+    delegator: &'a Did,
+    delegate: &'a Did,
+    scope: &'a str,
+    expires_at: Option<u64>,
+    created_at: u64,
+}
+
+#[derive(Serialize)]
+struct DelegationRevokedData<'a> {
+    delegation_id: &'a str,
+    delegator: &'a Did,
+}
+
+#[derive(Serialize)]
+struct KeyData<'a> {
+    public_key: &'a str,
+    did: &'a str,
+    generation: Option<u32>,
+    master: Option<u32>,
+    valid_from: u64,
 }
 
 /// A transaction: the same fields, in the same spelling, as the ledger's API answers.
@@ -244,8 +340,9 @@ struct MemberRemovedData<'a> {
     did: &'a Did,
 }
 
-#[derive(Serialize)]
-struct SettingsData<'a> {
+/// The settings as events (and the log's `LogOpened`) carry them.
+#[derive(Debug, Serialize)]
+pub(crate) struct SettingsData<'a> {
     default_currency: &'a Currency,
     credit_limit: Amount,
     high_value_threshold: Amount,
@@ -301,6 +398,8 @@ struct ClosedProposalData<'a> {
     proposal: ProposalData<'a>,
     outcome: Option<&'static str>,
     tally: Option<TallyData>,
+    /// The signed receipt, as `GET …/proof` serves it.
+    receipt: Option<&'a serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -534,7 +633,16 @@ mod tests {
         let mut with_result = header.clone();
         with_result["outcome"] = json!("Approved");
         with_result["tally"] = json!({"for": 3, "against": 1, "abstain": 0});
-        assert_eq!(value(CoopEvent::GovernanceProposalClosed(&closed)), with_result);
+        with_result["receipt"] = json!(null);
+        assert_eq!(value(CoopEvent::GovernanceProposalClosed(&closed, None)), with_result);
+        let receipt = json!({"proposal_id": "p1", "signature": "0xab"});
+        with_result["receipt"] = receipt.clone();
+        assert_eq!(value(CoopEvent::GovernanceProposalClosed(&closed, Some(&receipt))), with_result);
+        let updated = DomainRecord { quorum_percent: Some(60), rule: Some("majority".into()), ..domain.clone() };
+        assert_eq!(
+            value(CoopEvent::GovernanceDomainUpdated(&updated)),
+            json!({"domain_id": "tech", "name": "Tech", "members": [ALICE], "quorum_percent": 60, "rule": "majority"})
+        );
         let voter = did();
         let vote = VoteCast { proposal_id: "p1", voter: &voter, choice: "for", replaced: true };
         assert_eq!(

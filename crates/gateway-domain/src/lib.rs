@@ -10,6 +10,7 @@ pub mod coops;
 pub mod events;
 pub mod governance;
 pub mod ledger;
+pub mod log;
 pub mod notifications;
 pub mod ports;
 pub mod tasks;

@@ -240,6 +240,7 @@ fn app() -> &'static App {
                 limiter_clock: Arc::new(limiter_clock.clone()),
                 membership_ttl: std::time::Duration::from_secs(3600),
                 receipt_keys: Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([7; 32])),
+                log: gateway_domain::log::LogConfig::default(),
                 cluster: None,
                 nonces: None,
             };

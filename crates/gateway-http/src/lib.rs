@@ -32,7 +32,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::routes::{auth, compute, coops, governance, health, identity, ledger, notifications, trust};
+use crate::routes::{auth, compute, coops, governance, health, identity, ledger, log, notifications, trust};
 pub use caller::{Authorized, Caller};
 pub use error::{ApiError, ApiResult};
 pub use state::{AppState, Cluster, CorsMode, HttpConfig, Services};
@@ -52,8 +52,19 @@ fn probe_routes() -> OpenApiRouter<AppState> {
 
 /// Public reads: no token, the public-read IP bucket.
 fn public_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(identity::resolve)).routes(routes!(coops::stats))
+    OpenApiRouter::new()
+        .routes(routes!(identity::resolve))
+        .routes(routes!(coops::stats))
+        .routes(routes!(log::checkpoint))
+        .routes(routes!(log::key))
+        // A tile path has several segments: mounted with a catch-all, documented by `LogTiles`.
+        .route("/v1/coops/{id}/log/tile/{*path}", axum::routing::get(log::tile))
 }
+
+/// The OpenAPI entries of the log's tile routes, whose paths end in a catch-all.
+#[derive(OpenApi)]
+#[openapi(paths(log::tile, log::entries))]
+struct LogTiles;
 
 /// Routes behind the `authenticate` middleware.
 fn protected_routes() -> OpenApiRouter<AppState> {
@@ -100,6 +111,9 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(compute::cancel))
         .routes(routes!(compute::claim))
         .routes(routes!(compute::complete))
+        .routes(routes!(log::proof))
+        .routes(routes!(log::consistency))
+        .route("/v1/coops/{id}/log/tile/entries/{*path}", axum::routing::get(log::entries))
         .merge(OpenApiRouter::from(short_routes()))
 }
 
@@ -156,6 +170,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     for routes in [login_routes(), probe_routes(), public_routes(), protected_routes()] {
         doc.merge(routes.split_for_parts().1);
     }
+    doc.merge(LogTiles::openapi());
     openapi::complete(&mut doc);
     doc
 }
@@ -189,6 +204,7 @@ pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::O
     doc.merge(probe_api);
     doc.merge(public_api);
     doc.merge(protected_api);
+    doc.merge(LogTiles::openapi());
     doc.merge(extra_doc);
     openapi::complete(&mut doc);
 

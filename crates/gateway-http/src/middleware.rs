@@ -71,7 +71,13 @@ where
             match checked {
                 Ok(mut request) => {
                     request.extensions_mut().insert(caller);
-                    run(request).await
+                    // The answer of an operation that appended events names the last one
+                    // (contract 12), which `/log/proof?seq=` proves.
+                    let (mut response, appended) = gateway_domain::ports::appended::track(run(request)).await;
+                    if let Some(seq) = appended {
+                        response.headers_mut().insert(EVENT_SEQ, HeaderValue::from(seq));
+                    }
+                    response
                 }
                 Err(refusal) => refusal,
             }
@@ -183,6 +189,9 @@ pub fn verify(auth: &Authenticator, token: &str) -> Result<Caller, gateway_auth:
 pub(crate) fn caller_of(verified: gateway_auth::VerifiedToken) -> Caller {
     Caller { did: verified.did, coop_id: verified.coop_id, scopes: verified.scopes, expires_at: verified.expires_at }
 }
+
+/// The header naming the last event an operation appended.
+pub const EVENT_SEQ: HeaderName = HeaderName::from_static("icn-event-seq");
 
 /// The request-id header name.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -32,6 +32,7 @@ pub struct ErrorBody {
          (name = "trust", description = "Trust edges between DIDs and the scores computed from them"),
          (name = "compute", description = "CCL tasks: submission, the executor protocol, results and cancellation"),
          (name = "notifications", description = "The caller's notifications in the token's cooperative"),
+         (name = "log", description = "The coop's verifiable log (C2SP tlog-tiles): signed checkpoints, tiles, entry bundles and proofs"),
          (name = "operations", description = "Health and readiness")),
 )]
 pub struct ApiDoc;

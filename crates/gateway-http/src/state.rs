@@ -124,6 +124,8 @@ pub struct Services {
     pub governance: gateway_domain::governance::Governance,
     /// Compute tasks.
     pub compute: gateway_domain::tasks::Compute,
+    /// The coops' logs: checkpoints, tiles, proofs.
+    pub log: gateway_domain::log::Log,
     /// The rate-limiting layers.
     pub limits: Arc<RateLimits>,
     /// Request-signature nonces seen (in memory, or shared through Redis or the database).
@@ -177,6 +179,8 @@ pub struct AssembleOptions {
     pub membership_ttl: std::time::Duration,
     /// The governance signing key, if unlocked.
     pub receipt_keys: Arc<dyn gateway_domain::governance::ReceiptKeys>,
+    /// The coops' logs: origin prefix and sweep interval.
+    pub log: gateway_domain::log::LogConfig,
     /// What replicas share when several serve one network; `None` keeps it all in this process.
     pub cluster: Option<Cluster>,
     /// Where request-signature nonces are remembered when every replica must see them (Redis,
@@ -226,6 +230,7 @@ pub trait GatewayStore:
     + gateway_domain::ports::TrustReads
     + gateway_domain::ports::GovReads
     + gateway_domain::ports::ComputeReads
+    + gateway_domain::ports::LogReads
     + StoreHealth
     + gateway_core::MembershipLookup
     + 'static
@@ -240,6 +245,7 @@ impl<T> GatewayStore for T where
         + gateway_domain::ports::TrustReads
         + gateway_domain::ports::GovReads
         + gateway_domain::ports::ComputeReads
+        + gateway_domain::ports::LogReads
         + StoreHealth
         + gateway_core::MembershipLookup
         + 'static
@@ -298,6 +304,14 @@ pub async fn assemble<S: GatewayStore>(
     )
     .with_membership_observer(membership.clone());
     let compute = gateway_domain::tasks::Compute::new(store.clone(), store.clone(), graph.clone(), clock.clone());
+    let log = gateway_domain::log::Log::new(
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        options.receipt_keys.clone(),
+        clock.clone(),
+        options.log.clone(),
+    );
     let misbehavior =
         Arc::new(gateway_limits::Misbehavior::new(options.limiter_clock.clone(), options.http.quarantine));
     let mut limits =
@@ -321,6 +335,7 @@ pub async fn assemble<S: GatewayStore>(
         notifications,
         governance,
         compute,
+        log,
         limits,
         nonces,
         misbehavior,

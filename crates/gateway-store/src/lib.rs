@@ -479,6 +479,11 @@ impl Store {
         if matches!(&result, Err(Error::ServiceUnavailable(_))) {
             metrics::counter!("icn_network_messages_failed_total", "backend" => "database").increment(1);
         }
+        let result = result.map(|last| {
+            if let Some(seq) = last {
+                gateway_domain::ports::appended::record(seq);
+            }
+        });
         self.write_health.record(&result);
         result
     }

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Did, Error, PageRequest};
 use gateway_domain::ports::{
     ComputeReads, CoopBalances, CoopReads, CoopRecord, DomainRecord, EventReads, EventRecord, GovReads, HistoryQuery,
-    IdempotencyRecord, LedgerReads, MemberRecord, NotificationReads, NotificationRecord, ProposalQuery, ProposalRecord,
-    RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge, TrustReads,
+    IdempotencyRecord, LedgerReads, LogHead, LogReads, LogTx, MemberRecord, NotificationReads, NotificationRecord,
+    ProposalQuery, ProposalRecord, RateRecord, SigningKeyRecord, TaskRecord, TaskStatus, TransactionRecord, TrustEdge,
+    TrustReads,
 };
 use gateway_domain::ports::{ComputeTx, CoopTx, GovTx, LedgerTx, transaction};
 
@@ -337,11 +338,7 @@ impl TrustReads for Store {
 impl EventReads for Store {
     async fn events_after(&self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error> {
         let rows: Vec<EventRow> = self
-            .read_all(
-                "SELECT seq, event_type, timestamp, data FROM events \
-                 WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                args![coop.as_str(), to_i64(after)?, i64::from(limit)],
-            )
+            .read_all(crate::conn::events::EVENTS_AFTER_SQL, args![coop.as_str(), to_i64(after)?, i64::from(limit)])
             .await?;
         rows.into_iter().map(|row| event_from_row(coop, row)).collect()
     }
@@ -502,5 +499,25 @@ impl ComputeReads for Store {
             )
             .await?;
         rows.into_iter().map(|(c, id)| Ok((parse_coop(&c)?, id))).collect()
+    }
+}
+
+#[async_trait]
+impl LogReads for Store {
+    async fn log_head(&self, coop: &CoopId) -> Result<Option<LogHead>, Error> {
+        self.reader().await?.conn().log_head(coop, false).await
+    }
+
+    async fn log_entries(&self, coop: &CoopId, first: u64, count: u64) -> Result<Vec<String>, Error> {
+        self.reader().await?.conn().log_entries(coop, first, count).await
+    }
+
+    async fn log_tile(&self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.reader().await?.conn().log_tile(coop, level, index).await
+    }
+
+    async fn logged_coops(&self) -> Result<Vec<CoopId>, Error> {
+        let ids: Vec<String> = self.read_all("SELECT coop_id FROM coop_logs ORDER BY coop_id", &[]).await?;
+        ids.iter().map(|id| parse_coop(id)).collect()
     }
 }

@@ -49,3 +49,26 @@ pub async fn signed_body_count(store: &crate::Store) -> Result<u64, gateway_core
     let count: i64 = store.read_one("SELECT COUNT(*) FROM signed_bodies", &[]).await?;
     Ok(crate::conn::to_u64(count))
 }
+
+/// Runs `sql` on the store's database from outside the gateway, as someone holding the database
+/// could (the log's tamper tests): a SQLite file through its own connection, PostgreSQL through
+/// its own pool.
+///
+/// # Panics
+///
+/// For the in-memory store, which nothing outside the process can reach, and when the
+/// statement fails.
+pub async fn tamper(spec: &crate::StoreSpec, sql: &str) {
+    match spec {
+        crate::StoreSpec::Memory => panic!("an in-memory store cannot be reached from outside the gateway"),
+        crate::StoreSpec::SqliteFile(path) => {
+            let db = rusqlite::Connection::open(path).expect("the SQLite file opens");
+            db.execute_batch(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        crate::StoreSpec::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(url).await.expect("PostgreSQL answers");
+            sqlx::raw_sql(sql).execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            pool.close().await;
+        }
+    }
+}

@@ -25,7 +25,12 @@ use crate::view::{BalanceView, Touched};
 /// Most jobs committed together.
 const MAX_GROUP: usize = 512;
 
-type JobResult = Result<(), Error>;
+/// A job's outcome as its caller hears it: on success, the number of the last event it
+/// appended, if it appended any.
+pub(crate) type JobResult = Result<Option<u64>, Error>;
+
+/// A job's outcome on the writer.
+type Ran = Result<(), Error>;
 
 /// What a queued job does: a domain unit of work, or the readiness probe's one-row write.
 pub(crate) enum Task {
@@ -150,10 +155,11 @@ async fn run_group(
                 return;
             }
         };
+        let last = appended.last().map(|signal| signal.seq);
         if result.is_ok() {
             signals.extend(appended);
         }
-        answered.push((job.reply, result));
+        answered.push((job.reply, result.map(|()| last)));
     }
     let committed = exec(db, "COMMIT");
     view.forget(&touched);
@@ -183,7 +189,7 @@ async fn run_in_savepoint(
     db: &mut rusqlite::Connection,
     task: Task,
     touched: &mut Vec<Touched>,
-) -> Result<(JobResult, Vec<CoopSignal>), Error> {
+) -> Result<(Ran, Vec<CoopSignal>), Error> {
     exec(db, "SAVEPOINT job")?;
     let (result, appended) = match task {
         Task::Work(work) => run_job(db, work, touched).await,
@@ -200,11 +206,7 @@ async fn run_in_savepoint(
 
 /// Runs one job on the writer's connection, inside the savepoint the caller opened. Its
 /// statements run synchronously, so its future completes without waiting on anything else.
-async fn run_job(
-    db: &mut rusqlite::Connection,
-    work: Work,
-    touched: &mut Vec<Touched>,
-) -> (JobResult, Vec<CoopSignal>) {
+async fn run_job(db: &mut rusqlite::Connection, work: Work, touched: &mut Vec<Touched>) -> (Ran, Vec<CoopSignal>) {
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Sqlite(db));
         let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
@@ -246,6 +248,18 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
     match result {
         Ok(coops) => {
             tx.commit().await.map_err(db_error)?;
+            // The number the commit gave the last event, left on this connection by the
+            // numbering trigger (migration 0016).
+            let last = if coops.is_empty() {
+                None
+            } else {
+                let setting: Option<String> = Conn::new(Db::Postgres(&mut conn))
+                    .fetch_one("SELECT current_setting('icn.event_seq', true)", &[])
+                    .await
+                    .ok()
+                    .flatten();
+                setting.and_then(|s| s.split_once('\t').and_then(|(_, seq)| seq.parse().ok()))
+            };
             for coop in coops {
                 match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
                     Ok(seq) => {
@@ -256,7 +270,7 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
                     Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
                 }
             }
-            Ok(())
+            Ok(last)
         }
         Err(err) => {
             let _ = tx.rollback().await;

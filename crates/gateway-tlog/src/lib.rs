@@ -11,6 +11,8 @@
 //! - [`cosignature`]: c2sp.org/tlog-cosignature, Ed25519 `cosignature/v1`.
 //! - [`policy`]: c2sp.org/tlog-policy files: logs, witnesses, nested k-of-n groups, quorum.
 //! - [`proof`]: c2sp.org/tlog-proof, offline proofs of inclusion checked against a policy.
+//! - [`witness`]: c2sp.org/tlog-witness, the `add-checkpoint` protocol: requests, the checks a
+//!   witness makes against its recorded [`WitnessState`] before cosigning, and the answers.
 //!
 //! The crate is pure: no I/O, no clock, no randomness (keys come from the caller). It knows
 //! nothing of the gateway's other crates.
@@ -67,6 +69,7 @@ pub mod policy;
 pub mod proof;
 pub mod tile;
 pub mod tree;
+pub mod witness;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use cosignature::{CosignatureError, CosignatureVerifier, Cosigner};
@@ -78,4 +81,8 @@ pub use tile::{Tile, TileError, TileHashReader, TilePath, TileReader};
 pub use tree::{
     HashReader, MemoryTree, TreeError, VerifyError, consistency_proof, inclusion_proof, merkle_root, tree_root,
     verify_consistency, verify_inclusion,
+};
+pub use witness::{
+    AddCheckpointRequest, KnownLogs, LogState, StateUpdate, WitnessError, WitnessState, WitnessStateError,
+    add_checkpoint, add_checkpoint_request, parse_add_checkpoint_response, parse_conflict_size,
 };

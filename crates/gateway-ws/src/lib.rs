@@ -40,7 +40,10 @@ pub use state::{WsDeps, WsState};
 
 /// The fixed parts of this crate's OpenAPI document: the tag its routes use.
 #[derive(Debug, OpenApi)]
-#[openapi(tags((name = "events", description = "The per-cooperative event stream (WebSocket); frames in docs/WEBSOCKET.md")))]
+#[openapi(
+    tags((name = "events", description = "The per-cooperative event stream (WebSocket); frames in docs/WEBSOCKET.md")),
+    components(schemas(gateway_http::openapi::ErrorBody))
+)]
 struct ApiDoc;
 
 fn api_routes() -> OpenApiRouter<WsState> {

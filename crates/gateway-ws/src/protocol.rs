@@ -9,7 +9,7 @@
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
-use gateway_core::JsonText;
+use gateway_domain::log::EventObject;
 use gateway_domain::ports::EventRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -138,29 +138,13 @@ impl ServerFrame {
 #[serde(tag = "type", rename = "Event")]
 struct EventFrameRef<'a> {
     seq: u64,
-    event: EventPayloadRef<'a>,
-}
-
-#[derive(Serialize)]
-struct EventPayloadRef<'a> {
-    #[serde(rename = "type")]
-    event_type: &'a str,
-    coop_id: &'a str,
-    timestamp: u64,
-    data: &'a JsonText,
+    /// The event object the coop's log holds byte for byte (contract 12).
+    event: EventObject<'a>,
 }
 
 /// Renders the `Event` frame of an outbox record as JSON text.
 pub fn render_event(record: &EventRecord) -> Utf8Bytes {
-    let frame = EventFrameRef {
-        seq: record.seq,
-        event: EventPayloadRef {
-            event_type: &record.event_type,
-            coop_id: record.coop_id.as_str(),
-            timestamp: record.timestamp,
-            data: &record.data,
-        },
-    };
+    let frame = EventFrameRef { seq: record.seq, event: EventObject::of(record) };
     Utf8Bytes::from(serde_json::to_string(&frame).expect("event frames always serialize"))
 }
 

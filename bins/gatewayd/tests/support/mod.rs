@@ -95,6 +95,18 @@ pub async fn try_request(
     body: Option<Value>,
     headers: &[(&str, &str)],
 ) -> Option<(u16, String)> {
+    let (status, _, bytes) = exchange(addr, method, path, body, headers).await?;
+    Some((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// [`try_request`] with the answer's headers and its body as sent.
+pub async fn exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> Option<(u16, hyper::HeaderMap, Bytes)> {
     let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
     tokio::spawn(conn);
@@ -111,8 +123,9 @@ pub async fn try_request(
     };
     let response = sender.send_request(builder.body(body).unwrap()).await.ok()?;
     let status = response.status().as_u16();
+    let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.ok()?.to_bytes();
-    Some((status, String::from_utf8_lossy(&bytes).into_owned()))
+    Some((status, headers, bytes))
 }
 
 pub async fn request(addr: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, String) {

@@ -44,6 +44,7 @@ impl Gateway {
             limiter_clock: Arc::new(gateway_limits::ManualClock::new()),
             membership_ttl: Duration::ZERO,
             receipt_keys: Arc::new(keys),
+            log: gateway_domain::log::LogConfig::default(),
             cluster: None,
             nonces: None,
         };

@@ -34,7 +34,7 @@ use zeroize::Zeroizing;
 
 use super::service::ReceiptKeys;
 use super::{DecisionSigner, Ed25519DecisionSigner};
-use crate::ports::{GovTx, SigningKeyRecord};
+use crate::ports::{EventTx, GovTx, SigningKeyRecord};
 
 /// The fixed label that starts the HKDF `info` of every receipt key.
 pub const RECEIPT_KEY_LABEL: &[u8] = b"icn-gateway/receipt-key/v1";
@@ -134,7 +134,7 @@ fn record_of(coop: &CoopId, signer: &ReceiptSigner, at: u64) -> SigningKeyRecord
 /// use. `Ok(Err(reason))` when there is no key: the keys are locked or missing, or the store
 /// already lists a key of a newer master ([`KEYSTORE_OUTDATED`]: this process must never take
 /// the coop back to an older master).
-pub(crate) async fn coop_signer<T: GovTx + ?Sized>(
+pub(crate) async fn coop_signer<T: GovTx + EventTx + ?Sized>(
     tx: &mut T,
     keys: &dyn ReceiptKeys,
     coop: &CoopId,
@@ -149,7 +149,11 @@ pub(crate) async fn coop_signer<T: GovTx + ?Sized>(
     match tx.current_signing_key(coop).await? {
         Some(current) if current.public_key == record.public_key => {}
         Some(current) if current.master.is_some_and(|m| m > signer.master) => return Ok(Err(KEYSTORE_OUTDATED)),
-        _ => tx.activate_signing_key(&record).await?,
+        _ => {
+            tx.activate_signing_key(&record).await?;
+            // A change of authority: the coop's log records the new verifier key.
+            crate::events::emit(tx, coop, now, crate::events::CoopEvent::SigningKeyRotated(&record)).await?;
+        }
     }
     Ok(Ok(signer.signer))
 }

@@ -28,6 +28,7 @@ mod tally;
 pub use choice::Choice;
 pub use delegation::{Delegation, DelegationScope};
 pub use error::ParseError;
+pub(crate) use keys::coop_signer;
 pub use keys::{
     KEYSTORE_OUTDATED, MasterSecret, RECEIPT_KEY_LABEL, ReceiptSigner, derive_receipt_key, receipt_key_info,
 };

@@ -163,7 +163,13 @@ pub trait DecisionSigner: Send + Sync + fmt::Debug {
     fn public_key(&self) -> [u8; 32];
 
     /// The 64-byte Ed25519 signature of `digest`.
-    fn sign_digest(&self, digest: &[u8; 32]) -> [u8; 64];
+    fn sign_digest(&self, digest: &[u8; 32]) -> [u8; 64] {
+        self.sign(digest)
+    }
+
+    /// The 64-byte Ed25519 signature of `message` (the coop's log signs its checkpoints'
+    /// text with the same key, under the signed-note format).
+    fn sign(&self, message: &[u8]) -> [u8; 64];
 }
 
 /// A [`DecisionSigner`] holding an Ed25519 secret key in memory.
@@ -205,8 +211,8 @@ impl DecisionSigner for Ed25519DecisionSigner {
         self.0.verifying_key().to_bytes()
     }
 
-    fn sign_digest(&self, digest: &[u8; 32]) -> [u8; 64] {
-        self.0.sign(digest).to_bytes()
+    fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.0.sign(message).to_bytes()
     }
 }
 

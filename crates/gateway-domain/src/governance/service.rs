@@ -258,6 +258,7 @@ impl Governance {
         change: DomainChange,
     ) -> Result<DomainRecord, Error> {
         let (coop, caller, domain_id) = (coop.clone(), caller.clone(), domain_id.to_owned());
+        let clock = self.clock.clone();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 require_coop(tx, &coop).await?;
@@ -287,7 +288,10 @@ impl Governance {
                     domain.rule = Some(rule);
                 }
                 tx.update_domain(&domain).await?;
-                require_domain(tx, &coop, &domain_id).await
+                let updated = require_domain(tx, &coop, &domain_id).await?;
+                let now = clock.now_unix_secs();
+                emit(tx, &coop, now, CoopEvent::GovernanceDomainUpdated(&updated)).await?;
+                Ok(updated)
             })
         })
         .await
@@ -600,12 +604,14 @@ impl Governance {
                 proposal.closed_at = Some(now);
                 proposal.outcome = Some(outcome);
                 proposal.tally = Some((result.for_, result.against, result.abstain));
+                let mut signed = None;
                 match super::keys::coop_signer(tx, keys.as_ref(), &coop, now).await? {
                     Ok(signer) => {
                         let receipt =
                             sign_receipt(signer.as_ref(), &proposal.id, &proposal.domain_id, outcome, &result, now);
                         let body = serde_json::to_value(&receipt).map_err(|e| Error::Internal(e.to_string()))?;
                         tx.insert_receipt(&coop, &proposal.id, now, &body).await?;
+                        signed = Some(body);
                     }
                     Err(reason) => proposal.receipt_unavailable = Some(reason.to_owned()),
                 }
@@ -616,7 +622,7 @@ impl Governance {
                     rotate_in(tx, keys.as_ref(), &coop, now).await?;
                 }
                 tx.update_proposal(&proposal).await?;
-                emit(tx, &coop, now, CoopEvent::GovernanceProposalClosed(&proposal)).await?;
+                emit(tx, &coop, now, CoopEvent::GovernanceProposalClosed(&proposal, signed.as_ref())).await?;
                 let note = Note {
                     title: format!("Proposal closed: {}", proposal.title),
                     body: format!("The proposal '{}' closed: {}.", proposal.title, outcome.as_str()),
@@ -727,6 +733,7 @@ impl Governance {
                     ));
                 }
                 tx.insert_delegation(&record).await?;
+                emit(tx, &record.coop_id, record.created_at, CoopEvent::DelegationCreated(&record)).await?;
                 Ok(record)
             })
         })
@@ -750,9 +757,11 @@ impl Governance {
     /// Revokes a delegation; anyone but its delegator gets `NOT_FOUND`.
     pub async fn revoke(&self, coop: &CoopId, delegator: &Did, id: &str) -> Result<(), Error> {
         let (coop, delegator, id) = (coop.clone(), delegator.clone(), id.to_owned());
+        let now = self.clock.now_unix_secs();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
                 if tx.delete_delegation(&coop, &delegator, &id).await? {
+                    emit(tx, &coop, now, CoopEvent::DelegationRevoked { id: &id, delegator: &delegator }).await?;
                     Ok(())
                 } else {
                     Err(Error::not_found("delegation", id))
@@ -783,7 +792,7 @@ impl Governance {
 /// Moves `coop`, and only it, to its next key generation in the transaction: its current key is
 /// retired (and stays listed), and its next key is recorded at once when the master is unlocked
 /// (else at its first use). Neither the master secret nor any other coop's key changes.
-async fn rotate_in<T: GovTx + ?Sized>(
+async fn rotate_in<T: GovTx + EventTx + ?Sized>(
     tx: &mut T,
     keys: &dyn ReceiptKeys,
     coop: &CoopId,

@@ -10,6 +10,7 @@ pub mod governance;
 pub mod health;
 pub mod identity;
 pub mod ledger;
+pub mod log;
 pub mod notifications;
 pub mod trust;
 

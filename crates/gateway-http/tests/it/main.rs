@@ -17,6 +17,7 @@ mod ledger;
 mod limits;
 mod listener;
 mod listener_tls;
+mod log;
 mod notifications;
 mod signing;
 mod support;

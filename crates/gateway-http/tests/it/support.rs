@@ -28,7 +28,8 @@ pub struct TestApp {
     pub backend: Backend,
     /// The store itself, for counts no route gives (events).
     pub store: Arc<Store>,
-    spec: StoreSpec,
+    /// Where its data lives (the tamper tests reach it from outside).
+    pub spec: StoreSpec,
     options: AssembleOptions,
     _dir: Option<tempfile::TempDir>,
 }
@@ -50,6 +51,8 @@ pub struct Response {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Value,
+    /// The body as sent (for answers that are not JSON).
+    pub bytes: axum::body::Bytes,
 }
 
 impl Response {
@@ -164,6 +167,7 @@ impl TestApp {
             limiter_clock: Arc::new(limiter_clock.clone()),
             membership_ttl,
             receipt_keys,
+            log: gateway_domain::log::LogConfig::default(),
             cluster: None,
             nonces: None,
         };
@@ -342,7 +346,7 @@ pub async fn send(router: &Router, request: Request<Body>) -> Response {
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
-    Response { status, headers, body }
+    Response { status, headers, body, bytes }
 }
 
 /// A gateway behind the trusted proxy 127.0.0.1 that quarantines an address after 3 violations

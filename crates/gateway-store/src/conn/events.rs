@@ -38,6 +38,10 @@ pub(crate) struct PendingEvent {
     data: String,
 }
 
+/// A coop's events after a number, in order, at most a limit (`$1` coop, `$2` after, `$3` limit).
+pub(crate) const EVENTS_AFTER_SQL: &str = "SELECT seq, event_type, timestamp, data FROM events \
+    WHERE coop_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+
 /// A coop's last event number (no row: none yet). Every number up to it is committed.
 pub(crate) const COUNTER_SQL: &str = "SELECT seq FROM event_counters WHERE coop_id = $1";
 
@@ -87,8 +91,13 @@ impl EventTx for Conn<'_> {
     }
 
     async fn prune_events(&mut self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
+        // Never an event the coop's log has not copied yet (contract 12: the log keeps every
+        // event; the outbox's retention limits backfill only). A coop without a log (one from
+        // before the log) will open it at its latest event and needs none of the older ones.
         let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
-                   (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2";
+                   (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2 \
+                   AND seq <= COALESCE((SELECT l.after_seq + l.size - 1 FROM coop_logs l \
+                                        WHERE l.coop_id = events.coop_id), seq)";
         self.execute(sql, args![to_i64(older_than)?, to_i64(keep_last)?]).await
     }
 }

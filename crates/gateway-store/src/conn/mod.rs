@@ -52,6 +52,13 @@ pub(crate) enum Arg<'q> {
     Int(Option<i64>),
     Real(f64),
     Text(Option<Cow<'q, str>>),
+    Blob(&'q [u8]),
+}
+
+impl<'q> From<&'q [u8]> for Arg<'q> {
+    fn from(value: &'q [u8]) -> Self {
+        Arg::Blob(value)
+    }
 }
 
 impl From<i64> for Arg<'_> {
@@ -103,6 +110,7 @@ impl rusqlite::ToSql for Arg<'_> {
             Arg::Int(Some(v)) => ToSqlOutput::Owned(Sql::Integer(*v)),
             Arg::Real(v) => ToSqlOutput::Owned(Sql::Real(*v)),
             Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Arg::Blob(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v)),
             Arg::Int(None) | Arg::Text(None) => ToSqlOutput::Owned(Sql::Null),
         })
     }
@@ -125,6 +133,7 @@ fn bind_pg<'q>(
             Arg::Int(v) => query.bind(*v),
             Arg::Real(v) => query.bind(*v),
             Arg::Text(v) => query.bind(v.as_deref()),
+            Arg::Blob(v) => query.bind(*v),
         };
     }
     query
@@ -416,7 +425,7 @@ macro_rules! value_row {
     };
 }
 
-value_row!(i64, Option<i64>, String, bool);
+value_row!(i64, Option<i64>, String, Option<String>, bool, Vec<u8>);
 
 pub(crate) fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
@@ -574,6 +583,7 @@ pub(crate) mod coops;
 pub(crate) mod events;
 pub(crate) mod governance;
 pub(crate) mod ledger;
+pub(crate) mod log;
 pub(crate) mod notifications;
 pub(crate) mod trust;
 

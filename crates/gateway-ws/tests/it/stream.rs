@@ -129,6 +129,16 @@ async fn backfill_into_pruned_events_is_truncated() {
     for _ in 0..30 {
         server.domain.pay(&coop).await;
     }
+    // The coop's log copies the events first (retention never takes one it has not).
+    let log = gateway_domain::log::Log::new(
+        server.domain.store.clone(),
+        server.domain.store.clone(),
+        server.domain.store.clone(),
+        std::sync::Arc::new(gateway_domain::governance::MemoryReceiptKeys::unavailable("no_keystore")),
+        std::sync::Arc::new(SystemClock),
+        gateway_domain::log::LogConfig::default(),
+    );
+    log.checkpoint(&coop).await.unwrap();
     // Eight days from now every event is old: only the newest ten stay.
     let later = ManualClock::at_secs(gateway_core::Clock::now_unix_secs(&SystemClock) + 8 * 86_400);
     let retention = Retention { keep_last: 10, ..Retention::default() };
@@ -309,10 +319,12 @@ async fn the_openapi_document_describes_both_routes_and_the_router_merges() {
             assert!(responses[status].is_object(), "{path} {status}");
         }
         let body = &responses["503"]["content"]["application/json"]["schema"];
-        assert_eq!(body["properties"]["code"]["type"], "string", "an inline error body: {body}");
+        assert_eq!(body["$ref"], "#/components/schemas/ErrorBody", "the contract's error body: {body}");
         assert_eq!(json["paths"][path]["get"]["tags"][0], "events");
     }
     assert!(json["tags"].as_array().unwrap().iter().any(|t| t["name"] == "events"));
+    let schema = &json["components"]["schemas"]["ErrorBody"];
+    assert_eq!(schema["properties"]["code"]["type"], "string", "the document carries the body it refers to: {schema}");
     // Mergeable into a router that has its own fallback.
     let server = Server::start(Backend::Memory).await;
     let _merged: axum::Router =

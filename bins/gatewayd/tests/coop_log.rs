@@ -1,0 +1,148 @@
+//! The coop's log through a whole gateway (contract 12): the checkpointer signs a checkpoint
+//! covering a payment by itself, sends it to a witness (`gatewayd witness`, served in this
+//! process), and a member's proof that waited for the witness quorum verifies offline against a
+//! policy naming the log's key and the witness; `gatewayd log fsck` finds the log sound.
+
+mod support;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_tlog::policy::Policy;
+use gateway_tlog::proof::TlogProof;
+use serde_json::json;
+
+use support::{json_request, login, request, serve_in_process, signing_key};
+
+const PASS: &str = "correct horse battery staple";
+
+async fn get(addr: &str, path: &str, token: &str) -> (u16, bytes::Bytes) {
+    let auth = format!("Bearer {token}");
+    let (status, _, body) = support::exchange(addr, "GET", path, None, &[("authorization", auth.as_str())])
+        .await
+        .expect("the gateway answers");
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_checkpoint_proves_a_payment_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let keystore = dir.path().join("keystore.json");
+    let passphrase = dir.path().join("passphrase");
+    std::fs::write(&passphrase, PASS).unwrap();
+    let init = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
+        .args(["--passphrase-file", passphrase.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    // The witness's key and address first: the gateway is configured with them.
+    let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
+    let witness_vkey = cosigner.vkey();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+    let witness_flag = format!("witness.test/w1={witness_vkey}@http://{port}");
+    let flags = [
+        "--open-enrollment",
+        "true",
+        "--trust-default",
+        "0.9",
+        "--keystore",
+        keystore.to_str().unwrap(),
+        "--passphrase-file",
+        passphrase.to_str().unwrap(),
+        "--log-origin",
+        "gw.test",
+        "--witness",
+        &witness_flag,
+        "--witness-quorum",
+        "1",
+    ];
+    let gateway = serve_in_process(&store, &flags).await;
+    let token = login(&gateway.api, 1, "bakery", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
+    let (status, body) = json_request(
+        &gateway.api,
+        "POST",
+        "/v1/coops",
+        Some(json!({ "name": "B", "coop_type": "worker" })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = json_request(
+        &gateway.api,
+        "POST",
+        "/v1/coops/bakery/members",
+        Some(json!({ "did": signing_key(2).1 })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+
+    // The first checkpoint is signed within a second of the coop's first events, without anyone
+    // asking; then the log's key is published, as any member or auditor reads it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while request(&gateway.api, "GET", "/v1/coops/bakery/log/checkpoint", None, None).await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint within 5 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, keys) = request(&gateway.api, "GET", "/v1/coops/bakery/log/key", None, None).await;
+    assert_eq!(status, 200, "{keys}");
+    let log_vkey = keys.lines().last().unwrap().to_owned();
+    assert!(log_vkey.starts_with("gw.test/coops/bakery+"), "{log_vkey}");
+
+    // Now the witness runs, knowing the log's key.
+    let mut logs = gateway_tlog::witness::KnownLogs::new();
+    logs.add_vkey("gw.test/coops/bakery", &log_vkey).unwrap();
+    let witness = Arc::new(gatewayd::witness::Witness::open(cosigner, logs, dir.path().join("witness.state")).unwrap());
+    let listener = tokio::net::TcpListener::bind(port).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, gatewayd::witness::router(witness)).await });
+
+    // The payment's answer names its event; the checkpointer covers it within the second, the
+    // witness cosigns, and the proof that waited for the quorum carries the cosignature.
+    let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 3.5, "memo": "flour" });
+    let auth = format!("Bearer {token}");
+    let (status, headers, paid) = support::exchange(
+        &gateway.api,
+        "POST",
+        "/v1/ledger/bakery/payment",
+        Some(pay),
+        &[("authorization", auth.as_str())],
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{paid:?}");
+    let seq: u64 = headers["icn-event-seq"].to_str().unwrap().parse().unwrap();
+    let started = std::time::Instant::now();
+    let (status, proof_text) =
+        get(&gateway.api, &format!("/v1/coops/bakery/log/proof?seq={seq}&wait=true"), &token).await;
+    assert_eq!(status, 200, "{proof_text:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let proof = TlogProof::parse(&proof_text).unwrap();
+
+    // The entry, from the bundle that holds it.
+    let bundle_path = format!("/v1/coops/bakery/log/tile/entries/000.p/{}", proof.checkpoint().size());
+    let (status, bundle) = get(&gateway.api, &bundle_path, &token).await;
+    assert_eq!(status, 200);
+    let entries = gateway_tlog::tile::parse_entry_bundle(&bundle).unwrap();
+    let entry = entries[proof.index() as usize];
+    let policy = Policy::parse(format!("log {log_vkey}\nwitness w1 {witness_vkey}\nquorum w1\n").as_bytes()).unwrap();
+    let verified = proof.verify(entry, &policy).unwrap();
+    assert_eq!(verified.cosignatures.len(), 1);
+    // A policy that wants another witness's cosignature refuses it.
+    let other = gatewayd::witness::cosigner(&dir.path().join("other.key"), "witness.test/w2").unwrap();
+    let strict = Policy::parse(format!("log {log_vkey}\nwitness w2 {}\nquorum w2\n", other.vkey()).as_bytes()).unwrap();
+    assert!(proof.verify(entry, &strict).is_err());
+    drop(gateway);
+
+    // `gatewayd log fsck` on the same store: sound.
+    let fsck = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["--store", &store, "--jwt-secret", support::SECRET, "log", "fsck"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&fsck.stdout);
+    assert!(fsck.status.success(), "{said}{}", String::from_utf8_lossy(&fsck.stderr));
+    assert!(said.contains("bakery: ok"), "{said}");
+}

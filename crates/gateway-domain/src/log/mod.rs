@@ -1,0 +1,681 @@
+//! The coop's log (contract 12): one append-only Merkle log per coop whose entries are its
+//! events, signed checkpoints, and the proofs a member, an auditor or another coop checks
+//! without trusting the operator.
+//!
+//! Events are numbered and committed by the units of work that make them (the outbox); the
+//! [`Log`]'s checkpointer then, in a unit of work of its own per coop, copies the new events into
+//! the log as entries, hashes them into the tiles (C2SP tlog-tiles: only tiles are stored, 32
+//! bytes per entry and a 256th of that per level above), checks that the stored tiles still give
+//! the root of the last signed checkpoint, and signs a checkpoint of the new tree with the
+//! coop's receipt key. The log head is locked for that unit of work (PostgreSQL: `FOR UPDATE
+//! SKIP LOCKED`), so one replica at a time extends a coop's log and no two checkpoints of one
+//! origin can disagree.
+
+mod entry;
+mod tiles;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_core::{Clock, CoopId, Error};
+use gateway_tlog::note::{Note, SIG_TYPE_ED25519, Signature, VerifierKey};
+use gateway_tlog::proof::TlogProof;
+use gateway_tlog::tile::{TilePath, encode_entry_bundle, tile_at};
+use gateway_tlog::{Checkpoint, consistency_proof, inclusion_proof, leaf_hash, tree_root};
+
+pub use entry::{EventObject, FieldDigest, LOG_OPENED, MAX_ENTRY_BYTES, Snapshot, entry_text, opened_entry};
+use tiles::{Source, Tiles, integrity};
+
+use crate::governance::ReceiptKeys;
+use crate::ports::{EventFeed, GovReads, LogHead, LogReads, Transactor, Tx, transaction};
+
+/// Most events one checkpointing unit of work copies into a coop's log.
+const EVENTS_PER_ROUND: u32 = 4_096;
+
+/// How long a proof request with `wait=true` waits for a checkpoint covering its entry.
+pub const PROOF_WAIT: Duration = Duration::from_secs(5);
+
+/// The log's configuration.
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// The gateway's log origin prefix (`gw.example.coop`): a coop's origin is
+    /// `<prefix>/coops/<coop_id>`.
+    pub origin: String,
+    /// How often the checkpointer looks for coops whose log is behind, whatever the signals.
+    pub sweep: Duration,
+    /// The witnesses each new checkpoint is sent to (C2SP tlog-witness).
+    pub witnesses: Vec<WitnessConfig>,
+    /// How many of them must have cosigned a checkpoint before a proof waiting for one
+    /// (`wait=true`) is given.
+    pub quorum: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { origin: "localhost".into(), sweep: Duration::from_secs(1), witnesses: Vec::new(), quorum: 0 }
+    }
+}
+
+/// A witness of the coops' logs: `--witness <name>=<vkey>@<url>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WitnessConfig {
+    /// Its cosigner name (the vkey's).
+    pub name: String,
+    /// Its cosignature/v1 verifier key.
+    pub vkey: String,
+    /// Its base URL; checkpoints go to `<url>/add-checkpoint`.
+    pub url: String,
+}
+
+impl std::str::FromStr for WitnessConfig {
+    type Err = String;
+
+    /// `<name>=<vkey>@<url>`: the name up to the first `=`, the URL after the last `@`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, rest) = text.split_once('=').ok_or_else(|| format!("'{text}' is not <name>=<vkey>@<url>"))?;
+        let (vkey, url) = rest.rsplit_once('@').ok_or_else(|| format!("'{text}' is not <name>=<vkey>@<url>"))?;
+        let verifier = gateway_tlog::cosignature::CosignatureVerifier::from_vkey(vkey)
+            .map_err(|e| format!("witness {name}: not a cosignature/v1 vkey: {e}"))?;
+        if verifier.name() != name {
+            return Err(format!("witness {name}: its vkey names '{}'", verifier.name()));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("witness {name}: '{url}' is not an http(s) URL"));
+        }
+        Ok(Self { name: name.to_owned(), vkey: vkey.to_owned(), url: url.trim_end_matches('/').to_owned() })
+    }
+}
+
+/// What a witness answered an `add-checkpoint`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WitnessAnswer {
+    /// 200: the body (its cosignature lines).
+    Cosigned(Vec<u8>),
+    /// 409 `text/x.tlog.size`: the size it last cosigned for this log.
+    Conflict(u64),
+}
+
+/// How checkpoints reach the witnesses (HTTP, in the server).
+#[async_trait::async_trait]
+pub trait WitnessTransport: Send + Sync + std::fmt::Debug {
+    /// `POST <url>/add-checkpoint` with `body`; any answer but 200 and 409 is an error.
+    async fn add_checkpoint(&self, url: &str, body: String) -> Result<WitnessAnswer, Error>;
+}
+
+/// The coop's log: the checkpointer and the reads behind the log routes.
+#[derive(Debug, Clone)]
+pub struct Log {
+    transactor: Arc<dyn Transactor>,
+    reads: Arc<dyn LogReads>,
+    gov: Arc<dyn GovReads>,
+    keys: Arc<dyn ReceiptKeys>,
+    clock: Arc<dyn Clock>,
+    config: LogConfig,
+    transport: Option<Arc<dyn WitnessTransport>>,
+    /// The tree size each witness last cosigned, by coop and witness name.
+    witnessed: Arc<std::sync::Mutex<std::collections::HashMap<(CoopId, String), u64>>>,
+}
+
+/// What one checkpointing round did for a coop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Round {
+    /// Nothing new (or another replica holds the log now).
+    Idle,
+    /// Entries were added and a checkpoint of `size` signed.
+    Signed {
+        /// The new tree size.
+        size: u64,
+    },
+    /// Entries were added, but no checkpoint could be signed (no receipt key).
+    Unsigned {
+        /// The new tree size.
+        size: u64,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+impl Log {
+    /// The log over a store.
+    pub fn new(
+        transactor: Arc<dyn Transactor>,
+        reads: Arc<dyn LogReads>,
+        gov: Arc<dyn GovReads>,
+        keys: Arc<dyn ReceiptKeys>,
+        clock: Arc<dyn Clock>,
+        config: LogConfig,
+    ) -> Self {
+        Self { transactor, reads, gov, keys, clock, config, transport: None, witnessed: Arc::default() }
+    }
+
+    /// The log, sending each new checkpoint to the configured witnesses through `transport`.
+    pub fn with_witnesses(mut self, transport: Arc<dyn WitnessTransport>) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
+    /// The origin (and signed-note key name) of a coop's log.
+    pub fn origin(&self, coop: &CoopId) -> String {
+        origin_of(&self.config.origin, coop)
+    }
+
+    /// Copies a coop's new events into its log and signs a checkpoint of the result (opening
+    /// the log with `LogOpened` if the coop has none). An integrity failure (stored tiles that no
+    /// longer give the last signed root) signs nothing and is returned as an error whose message
+    /// starts with `log integrity`.
+    pub async fn checkpoint(&self, coop: &CoopId) -> Result<Round, Error> {
+        let keys = self.keys.clone();
+        let origin = self.origin(coop);
+        let now = self.clock.now_unix_secs();
+        let label = coop.to_string();
+        let coop = coop.clone();
+        let result = transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move { round(tx, &coop, &origin, keys.as_ref(), now).await })
+        })
+        .await;
+        if let Err(Error::Internal(message)) = &result
+            && message.starts_with(tiles::INTEGRITY)
+        {
+            metrics::counter!("icn_log_integrity_failures_total", "coop" => label.clone()).increment(1);
+            tracing::error!("{message}: checkpoint signing stopped for this coop");
+        }
+        if let Ok(Round::Signed { size }) = &result
+            && let Some(transport) = &self.transport
+            && !self.config.witnesses.is_empty()
+            && let Ok(coop) = CoopId::parse(&label)
+        {
+            self.witness(transport.as_ref(), &coop, *size).await;
+        }
+        result
+    }
+
+    /// Sends the checkpoint of `size` to every witness, with the consistency proof from the
+    /// size each last cosigned, and adds the cosignatures that verify to the published note.
+    async fn witness(&self, transport: &dyn WitnessTransport, coop: &CoopId, size: u64) {
+        let Ok(Some(head)) = self.reads.log_head(coop).await else { return };
+        let Some(note_text) = head.checkpoint.filter(|_| head.signed_size == size) else { return };
+        let Ok(mut note) = Note::parse(note_text.as_bytes()) else { return };
+        let mut added = 0;
+        for witness in &self.config.witnesses {
+            let key = (coop.clone(), witness.name.clone());
+            let mut old = self.witnessed.lock().map(|w| w.get(&key).copied().unwrap_or(0)).unwrap_or(0);
+            for _attempt in 0..2 {
+                let proof = if old == 0 || old > size {
+                    Vec::new()
+                } else {
+                    match self.consistency_hashes(coop, old, size).await {
+                        Ok(proof) => proof,
+                        Err(err) => {
+                            tracing::warn!(coop = %coop, witness = %witness.name, "no consistency proof from {old}: {err}");
+                            break;
+                        }
+                    }
+                };
+                let body = gateway_tlog::witness::add_checkpoint_request(old, &proof, &note_text);
+                match transport.add_checkpoint(&witness.url, body).await {
+                    Ok(WitnessAnswer::Conflict(theirs)) => old = theirs,
+                    Ok(WitnessAnswer::Cosigned(body)) => {
+                        match cosignatures(&witness.vkey, note.text(), &body) {
+                            Ok(signatures) => {
+                                for signature in signatures {
+                                    if note.add_signature(signature).is_ok() {
+                                        added += 1;
+                                    }
+                                }
+                                if let Ok(mut w) = self.witnessed.lock() {
+                                    w.insert(key.clone(), size);
+                                }
+                            }
+                            Err(err) => {
+                                tracing::warn!(coop = %coop, witness = %witness.name, "refused its answer: {err}")
+                            }
+                        }
+                        break;
+                    }
+                    Err(err) => {
+                        tracing::warn!(coop = %coop, witness = %witness.name, "did not cosign checkpoint {size}: {err}");
+                        break;
+                    }
+                }
+            }
+        }
+        if added == 0 {
+            return;
+        }
+        let cosigned = note.to_string();
+        let coop = coop.clone();
+        let stored = transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move {
+                // Only onto the checkpoint it cosigned: a newer one may have been signed since.
+                match tx.log_head(&coop, true).await? {
+                    Some(head) if head.checkpoint.as_deref() == Some(note_text.as_str()) => {
+                        tx.update_log(&coop, &LogHead { checkpoint: Some(cosigned), ..head }).await
+                    }
+                    _ => Ok(()),
+                }
+            })
+        })
+        .await;
+        if let Err(err) = stored {
+            tracing::warn!("storing a checkpoint's cosignatures: {err}");
+        }
+    }
+
+    /// How many configured witnesses cosigned the stored checkpoint note `text`.
+    fn witnessed_by(&self, text: &str) -> usize {
+        let Ok(note) = Note::parse(text.as_bytes()) else { return 0 };
+        self.config
+            .witnesses
+            .iter()
+            .filter(|w| {
+                gateway_tlog::cosignature::CosignatureVerifier::from_vkey(&w.vkey).is_ok_and(|verifier| {
+                    note.signatures().iter().any(|s| {
+                        s.name() == verifier.name()
+                            && s.key_id() == verifier.key_id()
+                            && verifier.verify_cosignature(note.text().as_bytes(), s.signature()).is_ok()
+                    })
+                })
+            })
+            .count()
+    }
+
+    async fn consistency_hashes(&self, coop: &CoopId, from: u64, to: u64) -> Result<Vec<gateway_tlog::Hash>, Error> {
+        let mut tiles = Tiles::default();
+        tiles
+            .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), to, |reader| {
+                consistency_proof(from, to, reader)
+            })
+            .await
+    }
+
+    /// Runs the checkpointer until the process ends: each committed event's coop is
+    /// checkpointed within a few hundred milliseconds, and every `sweep` the store is asked which
+    /// coops are behind (events announced by another replica, a missed signal, a restart).
+    pub async fn run(self, feed: Arc<dyn EventFeed>) {
+        let mut signals = feed.subscribe();
+        let mut sweep = tokio::time::interval(self.config.sweep);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing: BTreeSet<CoopId> = BTreeSet::new();
+        loop {
+            let mut coops = BTreeSet::new();
+            tokio::select! {
+                _ = sweep.tick() => match self.behind().await {
+                    Ok(behind) => coops.extend(behind),
+                    Err(err) => tracing::warn!("the log checkpointer could not list coops: {err}"),
+                },
+                signal = signals.recv() => match signal {
+                    Ok(signal) => { coops.insert(signal.coop_id); }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            }
+            // Let the commits of the next few milliseconds join this round.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            while let Ok(signal) = signals.try_recv() {
+                coops.insert(signal.coop_id);
+            }
+            for coop in coops {
+                match self.checkpoint(&coop).await {
+                    Ok(_) => {
+                        failing.remove(&coop);
+                    }
+                    Err(err) => {
+                        // Said once per coop until it recovers.
+                        if failing.insert(coop.clone()) {
+                            tracing::warn!(coop = %coop, "the log checkpointer failed: {err}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn behind(&self) -> Result<Vec<CoopId>, Error> {
+        transaction(self.transactor.as_ref(), |tx| Box::pin(async move { tx.coops_behind_log(1_000).await })).await
+    }
+
+    /// The coop's latest signed checkpoint (503 before the first).
+    pub async fn latest_checkpoint(&self, coop: &CoopId) -> Result<String, Error> {
+        let head = self.head(coop).await?;
+        head.checkpoint.ok_or_else(|| Error::ServiceUnavailable("the coop's log has no signed checkpoint yet".into()))
+    }
+
+    async fn head(&self, coop: &CoopId) -> Result<LogHead, Error> {
+        self.reads.log_head(coop).await?.ok_or_else(|| Error::not_found("log", coop.as_str()))
+    }
+
+    /// The verifier keys of the coop's log, current and retired, one signed-note `vkey` a line
+    /// (the coop's receipt keys under the log's origin).
+    pub async fn verifier_keys(&self, coop: &CoopId) -> Result<String, Error> {
+        let origin = self.origin(coop);
+        let mut text = String::new();
+        for key in self.gov.signing_keys(coop).await? {
+            if key.coop_id.as_ref() != Some(coop) {
+                continue;
+            }
+            let public = hex::decode(&key.public_key).map_err(|e| Error::Internal(format!("stored key: {e}")))?;
+            let vkey = VerifierKey::new(&origin, SIG_TYPE_ED25519, &public)
+                .map_err(|e| Error::Internal(format!("vkey: {e}")))?;
+            text.push_str(&vkey.to_string());
+            text.push('\n');
+        }
+        Ok(text)
+    }
+
+    /// A tile of the coop's log at its signed size, by its tlog-tiles path (`0/x001/234`,
+    /// `1/000.p/7`, `entries/000`): the hashes, or the entry bundle when `entries` is allowed.
+    /// 404 for a tile the signed tree does not have (yet), or not at that width.
+    pub async fn tile(&self, coop: &CoopId, path: &str, entries_allowed: bool) -> Result<(Vec<u8>, bool), Error> {
+        let parsed = gateway_tlog::tile::parse_tile_path(&format!("tile/{path}"))
+            .map_err(|e| Error::bad_request_field("path", format!("not a tile path: {e}")))?;
+        let head = self.head(coop).await?;
+        let (tile, is_entries) = match parsed {
+            TilePath::Hashes(tile) => (tile, false),
+            TilePath::Entries(tile) => (tile, true),
+        };
+        if is_entries && !entries_allowed {
+            return Err(Error::denied("members_only", "entry bundles hold memos: members of the coop only"));
+        }
+        let level = if is_entries { 0 } else { tile.level() };
+        if tile_at(head.signed_size, level, tile.index()).is_none_or(|t| t.width() < tile.width()) {
+            return Err(Error::not_found("tile", path));
+        }
+        let full = tile.is_full();
+        if is_entries {
+            let first = tile.index() * 256;
+            let entries = self.reads.log_entries(coop, first, u64::from(tile.width())).await?;
+            if entries.len() != usize::from(tile.width()) {
+                return Err(integrity(coop, &format!("entries {first}.. are missing")));
+            }
+            let bundle = encode_entry_bundle(entries.iter().map(String::as_bytes))
+                .map_err(|e| Error::Internal(format!("entry bundle: {e}")))?;
+            return Ok((bundle, full));
+        }
+        let bytes = self
+            .reads
+            .log_tile(coop, tile.level(), tile.index())
+            .await?
+            .filter(|b| b.len() >= usize::from(tile.width()) * 32)
+            .ok_or_else(|| integrity(coop, &format!("tile {path} is missing")))?;
+        Ok((bytes[..usize::from(tile.width()) * 32].to_vec(), full))
+    }
+
+    /// The entry of event `seq` and its index in the log, once the log holds it.
+    pub async fn entry_of(&self, coop: &CoopId, seq: u64) -> Result<(u64, String), Error> {
+        let head = self.head(coop).await?;
+        let index = seq.checked_sub(head.after_seq).filter(|i| *i >= 1).ok_or_else(|| {
+            Error::bad_request_field(
+                "seq",
+                format!("event {seq} is before this coop's log began (after {})", head.after_seq),
+            )
+        })?;
+        let entry = self
+            .reads
+            .log_entries(coop, index, 1)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::not_found("event", seq.to_string()))?;
+        Ok((index, entry))
+    }
+
+    /// A c2sp.org/tlog-proof of the entry of event `seq` against the latest signed checkpoint;
+    /// with `wait`, waits up to [`PROOF_WAIT`] for a checkpoint that covers it (else 503).
+    pub async fn proof(&self, coop: &CoopId, seq: u64, wait: bool) -> Result<String, Error> {
+        let deadline = tokio::time::Instant::now() + PROOF_WAIT;
+        loop {
+            let head = self.head(coop).await?;
+            let index = seq.checked_sub(head.after_seq).filter(|i| *i >= 1).ok_or_else(|| {
+                Error::bad_request_field(
+                    "seq",
+                    format!("event {seq} is before this coop's log began (after {})", head.after_seq),
+                )
+            })?;
+            let quorum_met =
+                head.checkpoint.as_deref().is_some_and(|c| !wait || self.witnessed_by(c) >= self.config.quorum);
+            if index < head.signed_size
+                && quorum_met
+                && let Some(checkpoint) = &head.checkpoint
+            {
+                let note = Note::parse(checkpoint.as_bytes())
+                    .map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?;
+                let mut tiles = Tiles::default();
+                let hashes = tiles
+                    .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), head.signed_size, |reader| {
+                        inclusion_proof(index, head.signed_size, reader)
+                    })
+                    .await?;
+                let proof = TlogProof::new(index, hashes, note).map_err(|e| Error::Internal(format!("proof: {e}")))?;
+                return Ok(proof.to_text());
+            }
+            if !wait || tokio::time::Instant::now() >= deadline {
+                return Err(if wait {
+                    Error::ServiceUnavailable(format!("no signed checkpoint covers event {seq} yet"))
+                } else {
+                    Error::not_found(
+                        "event",
+                        format!("{seq} (not in a signed checkpoint yet; retry, or ask with wait=true)"),
+                    )
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The RFC 9162 consistency proof between tree sizes `from` and `to` (`0 < from ≤ to ≤` the
+    /// signed size), one base64 hash a line.
+    pub async fn consistency(&self, coop: &CoopId, from: u64, to: u64) -> Result<String, Error> {
+        let head = self.head(coop).await?;
+        if from == 0 || from > to {
+            return Err(Error::bad_request_field("from", "from must be at least 1 and at most to"));
+        }
+        if to > head.signed_size {
+            return Err(Error::bad_request_field(
+                "to",
+                format!("to must be at most the signed tree size {}", head.signed_size),
+            ));
+        }
+        let mut tiles = Tiles::default();
+        let hashes = tiles
+            .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), head.signed_size, |reader| {
+                consistency_proof(from, to, reader)
+            })
+            .await?;
+        Ok(hashes.iter().map(|h| format!("{}\n", gateway_tlog::hash::hash_to_base64(h))).collect())
+    }
+
+    /// Checks a coop's whole log against its latest signed checkpoint: every stored entry hashes
+    /// to its leaf, the tiles give the signed root, and the entries follow the events. Returns
+    /// what is wrong, empty when nothing is.
+    pub async fn fsck(&self, coop: &CoopId) -> Result<Vec<String>, Error> {
+        let Some(head) = self.reads.log_head(coop).await? else {
+            return Ok(Vec::new());
+        };
+        let mut problems = Vec::new();
+        let mut tree = gateway_tlog::MemoryTree::new();
+        let mut first = 0;
+        while first < head.size {
+            let entries = self.reads.log_entries(coop, first, 1_024).await?;
+            if entries.is_empty() {
+                problems.push(format!("entries {first}..{} are missing", head.size));
+                break;
+            }
+            for entry in &entries {
+                tree.append_entry(entry.as_bytes());
+            }
+            first += entries.len() as u64;
+        }
+        // The stored leaf hashes, tile by tile, against the entries.
+        let mut tiles = Tiles::default();
+        for level0 in 0..head.size.div_ceil(256) {
+            let stored = self.reads.log_tile(coop, 0, level0).await?.unwrap_or_default();
+            for (i, chunk) in stored.chunks_exact(32).enumerate() {
+                let index = level0 * 256 + i as u64;
+                if index < head.size && tree.leaf(index).is_some_and(|leaf| leaf.as_slice() != chunk) {
+                    problems.push(format!("entry {index} no longer hashes to its leaf"));
+                }
+            }
+        }
+        if let Some(checkpoint) = &head.checkpoint {
+            match signed_checkpoint(coop, checkpoint) {
+                Ok(signed) => {
+                    match tree.root_at(signed.size()) {
+                        Ok(root) if root == *signed.root() => {}
+                        _ => problems.push(format!(
+                            "the entries do not give the root of the signed checkpoint of size {}",
+                            signed.size()
+                        )),
+                    }
+                    let from_tiles = tiles
+                        .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), signed.size(), |reader| {
+                            tree_root(signed.size(), reader)
+                        })
+                        .await;
+                    if from_tiles.as_ref().ok() != Some(signed.root()) {
+                        problems.push(format!(
+                            "the stored tiles do not give the root of the signed checkpoint of size {}",
+                            signed.size()
+                        ));
+                    }
+                }
+                Err(err) => problems.push(format!("the stored checkpoint does not parse: {err}")),
+            }
+        }
+        if !problems.is_empty() {
+            metrics::counter!("icn_log_integrity_failures_total", "coop" => coop.to_string()).increment(1);
+        }
+        Ok(problems)
+    }
+
+    /// Every coop that has a log.
+    pub async fn coops(&self) -> Result<Vec<CoopId>, Error> {
+        self.reads.logged_coops().await
+    }
+}
+
+/// The cosignatures in a witness's answer that verify with its key over the checkpoint body.
+fn cosignatures(vkey: &str, body: &str, answer: &[u8]) -> Result<Vec<Signature>, String> {
+    let verifier =
+        gateway_tlog::cosignature::CosignatureVerifier::from_vkey(vkey).map_err(|e| format!("witness vkey: {e}"))?;
+    let signatures = gateway_tlog::witness::parse_add_checkpoint_response(answer).map_err(|e| e.to_string())?;
+    let good: Vec<Signature> = signatures
+        .into_iter()
+        .filter(|s| {
+            s.name() == verifier.name()
+                && s.key_id() == verifier.key_id()
+                && verifier.verify_cosignature(body.as_bytes(), s.signature()).is_ok()
+        })
+        .collect();
+    if good.is_empty() { Err("no cosignature in it verifies with the witness's key".into()) } else { Ok(good) }
+}
+
+/// The origin of a coop's log under a gateway's prefix.
+pub fn origin_of(prefix: &str, coop: &CoopId) -> String {
+    format!("{prefix}/coops/{coop}")
+}
+
+/// The checkpoint a stored signed note carries.
+fn signed_checkpoint(coop: &CoopId, note: &str) -> Result<Checkpoint, Error> {
+    let note = Note::parse(note.as_bytes()).map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?;
+    Checkpoint::parse(note.text()).map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))
+}
+
+/// Opens a new coop's log in the unit of work that creates it: `LogOpened` after event 0, with
+/// the coop's settings and no members or balances yet.
+pub async fn open_new<T: Tx + ?Sized>(tx: &mut T, coop: &crate::ports::CoopRecord, now: u64) -> Result<(), Error> {
+    let entry = opened_entry(&Snapshot { coop, after_seq: 0, members: &[], balances: &[], receipt_key: None }, now)?;
+    start(tx, &coop.id, 0, entry).await
+}
+
+/// Writes a log's head and entry 0.
+async fn start<T: Tx + ?Sized>(tx: &mut T, coop: &CoopId, after_seq: u64, entry: String) -> Result<(), Error> {
+    let mut tiles = Tiles::default();
+    tiles.append(0, leaf_hash(entry.as_bytes()));
+    tx.insert_log_entries(coop, 0, std::slice::from_ref(&entry)).await?;
+    tiles.store(tx, coop).await?;
+    tx.insert_log(coop, &LogHead { after_seq, size: 1, signed_size: 0, checkpoint: None }).await
+}
+
+/// One checkpointing round of one coop, inside its unit of work.
+async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptKeys, now: u64) -> Result<Round, Error> {
+    let head = match tx.log_head(coop, true).await? {
+        Some(head) => head,
+        None if tx.has_log(coop).await? => return Ok(Round::Idle),
+        None => {
+            // A coop from before the log: its state now, with the events numbered so far.
+            let Some(record) = tx.coop(coop).await? else {
+                return Ok(Round::Idle);
+            };
+            let after_seq = tx.lock_event_counter(coop).await?;
+            let members = tx.all_members(coop).await?;
+            let balances = tx.all_balances(coop).await?;
+            let key = tx.current_signing_key(coop).await?;
+            let snapshot = Snapshot {
+                coop: &record,
+                after_seq,
+                members: &members,
+                balances: &balances,
+                receipt_key: key.as_ref(),
+            };
+            start(tx, coop, after_seq, opened_entry(&snapshot, now)?).await?;
+            tx.log_head(coop, true).await?.ok_or_else(|| Error::Internal("a log just opened has no head".into()))?
+        }
+    };
+    let mut tiles = Tiles::default();
+    tiles.load_edge(tx, coop, head.size).await?;
+    // The stored tiles must still give the root the last checkpoint signed.
+    if let Some(checkpoint) = &head.checkpoint {
+        let signed = signed_checkpoint(coop, checkpoint)?;
+        let root = tiles
+            .with(coop, &mut Source::Tx(&mut *tx), signed.size(), |reader| tree_root(signed.size(), reader))
+            .await?;
+        if root != *signed.root() || signed.size() != head.signed_size {
+            return Err(integrity(
+                coop,
+                &format!("the stored tiles no longer give the root signed at size {}", signed.size()),
+            ));
+        }
+    }
+    let events = tx.events_to_log(coop, head.logged_seq(), EVENTS_PER_ROUND).await?;
+    let mut entries = Vec::with_capacity(events.len());
+    for (i, event) in events.iter().enumerate() {
+        if event.seq != head.logged_seq() + 1 + i as u64 {
+            return Err(Error::Internal(format!(
+                "coop {coop}: event {} follows {} in the outbox: the log waits for the gap to be filled",
+                event.seq,
+                head.logged_seq() + i as u64
+            )));
+        }
+        let entry = entry_text(event.seq, EventObject::of(event))?;
+        tiles.append(head.size + i as u64, leaf_hash(entry.as_bytes()));
+        entries.push(entry);
+    }
+    let size = head.size + entries.len() as u64;
+    if size == head.signed_size {
+        return Ok(Round::Idle);
+    }
+    if !entries.is_empty() {
+        tx.insert_log_entries(coop, head.size, &entries).await?;
+        tiles.store(tx, coop).await?;
+    }
+    let root = tiles.with(coop, &mut Source::Tx(&mut *tx), size, |reader| tree_root(size, reader)).await?;
+    let signer = match crate::governance::coop_signer(tx, keys, coop, now).await? {
+        Ok(signer) => signer,
+        Err(reason) => {
+            tx.update_log(coop, &LogHead { size, ..head }).await?;
+            return Ok(Round::Unsigned { size, reason });
+        }
+    };
+    let body = Checkpoint::new(origin, size, root).map_err(|e| Error::Internal(format!("checkpoint: {e}")))?.to_text();
+    let key_id = gateway_tlog::note::key_id(origin, SIG_TYPE_ED25519, &signer.public_key());
+    let signature = Signature::new(origin, key_id, signer.sign(body.as_bytes()).to_vec())
+        .map_err(|e| Error::Internal(format!("checkpoint signature: {e}")))?;
+    let mut note = Note::new(body).map_err(|e| Error::Internal(format!("checkpoint note: {e}")))?;
+    note.add_signature(signature).map_err(|e| Error::Internal(format!("checkpoint note: {e}")))?;
+    tx.update_log(
+        coop,
+        &LogHead { after_seq: head.after_seq, size, signed_size: size, checkpoint: Some(note.to_string()) },
+    )
+    .await?;
+    Ok(Round::Signed { size })
+}

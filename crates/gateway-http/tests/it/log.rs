@@ -1,0 +1,289 @@
+//! The coop's log (contract 12) from outside: a payment's answer names its event, a member gets
+//! a proof of it that verifies offline against the published key, the tiles and entry bundles
+//! are the tree's, consistency proofs join checkpoints, strangers get the public parts only, and
+//! tampering with the stored log stops the signing instead of publishing a new history.
+
+use axum::http::{Method, StatusCode, header};
+use gateway_core::CoopId;
+use gateway_domain::log::Round;
+use gateway_tlog::policy::Policy;
+use gateway_tlog::proof::TlogProof;
+use gateway_tlog::{Checkpoint, Note, leaf_hash, verify_consistency};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, TestApp, did_of};
+
+fn coop(id: &str) -> CoopId {
+    CoopId::parse(id).unwrap()
+}
+
+fn text(response: &crate::support::Response) -> String {
+    String::from_utf8(response.bytes.to_vec()).unwrap()
+}
+
+/// The policy a member writes from the published key: this log, no witnesses.
+async fn policy(app: &TestApp, id: &str) -> Policy {
+    let keys = app.call(Method::GET, &format!("/v1/coops/{id}/log/key"), None, None).await;
+    assert_eq!(keys.status, StatusCode::OK, "{}", text(&keys));
+    let vkey = text(&keys).lines().last().expect("a key").to_owned();
+    assert!(vkey.starts_with(&format!("localhost/coops/{id}+")), "{vkey}");
+    Policy::parse(format!("log {vkey}\nquorum none\n").as_bytes()).unwrap()
+}
+
+async fn pay(app: &TestApp, token: &str, from: u8, to: u8, amount: f64, memo: &str) -> (Value, u64) {
+    let paid = app
+        .post_as(
+            "/v1/ledger/c1/payment",
+            json!({ "from": did_of(from), "to": did_of(to), "amount": amount, "currency": "hours", "memo": memo }),
+            token,
+        )
+        .await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
+    let seq = paid.headers["icn-event-seq"].to_str().unwrap().parse().unwrap();
+    (paid.body, seq)
+}
+
+async fn signed(app: &TestApp, id: &str) -> u64 {
+    match app.state.log.checkpoint(&coop(id)).await.unwrap() {
+        Round::Signed { size } => size,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn checkpoint(app: &TestApp, id: &str) -> Checkpoint {
+    let answer = app.call(Method::GET, &format!("/v1/coops/{id}/log/checkpoint"), None, None).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers[header::CACHE_CONTROL], "no-cache");
+    let note = Note::parse(&answer.bytes).unwrap();
+    Checkpoint::parse(note.text()).unwrap()
+}
+
+#[tokio::test]
+async fn a_payment_is_proved_by_a_checkpoint_anyone_can_verify() {
+    for app in TestApp::every_store().await {
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let (payment, seq) = pay(&app, &tokens[0], 2, 3, 12.5, "rent \"May\"\n2020-01-01 open Assets:Evil").await;
+        let size = signed(&app, "c1").await;
+        let signed_checkpoint = checkpoint(&app, "c1").await;
+        assert_eq!(signed_checkpoint.origin(), "localhost/coops/c1");
+        assert_eq!(signed_checkpoint.size(), size);
+
+        // The member asks for the proof of the event its answer named, and checks it offline.
+        let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), &tokens[0]).await;
+        assert_eq!(proof.status, StatusCode::OK, "{}", text(&proof));
+        let proof = TlogProof::parse(&proof.bytes).unwrap();
+        // Entry 0 is LogOpened after event 0: event `seq` is entry `seq`.
+        assert_eq!(proof.index(), seq);
+        let bundle = app.get(&format!("/v1/coops/c1/log/tile/entries/000.p/{size}"), &tokens[1]).await;
+        assert_eq!(bundle.status, StatusCode::OK);
+        let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+        assert_eq!(entries.len() as u64, size);
+        let entry = entries[seq as usize];
+        let policy = policy(&app, "c1").await;
+        proof.verify(entry, &policy).unwrap();
+        // A changed entry (another amount) does not verify.
+        let forged = String::from_utf8(entry.to_vec()).unwrap().replace("12.5", "1.25");
+        assert!(proof.verify(forged.as_bytes(), &policy).is_err());
+
+        // The entry is the event: its seq, then the object the WebSocket stream sends.
+        let value: Value = serde_json::from_slice(entry).unwrap();
+        assert_eq!(value["seq"], seq);
+        assert_eq!(value["event"]["type"], "PaymentCreated");
+        assert_eq!(value["event"]["coop_id"], "c1");
+        assert_eq!(value["event"]["data"], payment);
+        let opened: Value = serde_json::from_slice(entries[0]).unwrap();
+        assert_eq!(opened["event"]["type"], "LogOpened");
+        assert_eq!(opened["event"]["data"]["after_seq"], 0);
+
+        // The level-0 tile is the entries' leaf hashes.
+        let tile = app.call(Method::GET, &format!("/v1/coops/c1/log/tile/0/000.p/{size}"), None, None).await;
+        assert_eq!(tile.status, StatusCode::OK);
+        let leaves: Vec<u8> = entries.iter().flat_map(|e| leaf_hash(e)).collect();
+        assert_eq!(tile.bytes.as_ref(), leaves.as_slice());
+        // Not yet full: there is no full tile, and no wider partial one.
+        let missing = app.call(Method::GET, "/v1/coops/c1/log/tile/0/000", None, None).await;
+        missing.assert_error(404, "NOT_FOUND");
+        let wider = app.call(Method::GET, &format!("/v1/coops/c1/log/tile/0/000.p/{}", size + 1), None, None).await;
+        wider.assert_error(404, "NOT_FOUND");
+    }
+}
+
+#[tokio::test]
+async fn consistency_proofs_join_every_pair_of_checkpoints() {
+    let app = TestApp::new().await;
+    let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+    let mut checkpoints = vec![];
+    for i in 0..6 {
+        pay(&app, &tokens[0], 2, 3, 1.0 + f64::from(i), "step").await;
+        signed(&app, "c1").await;
+        checkpoints.push(checkpoint(&app, "c1").await);
+    }
+    for older in &checkpoints {
+        for newer in checkpoints.iter().filter(|c| c.size() >= older.size()) {
+            let uri = format!("/v1/coops/c1/log/consistency?from={}&to={}", older.size(), newer.size());
+            let answer = app.get(&uri, &tokens[1]).await;
+            assert_eq!(answer.status, StatusCode::OK, "{}", text(&answer));
+            let hashes: Vec<[u8; 32]> =
+                text(&answer).lines().map(|l| gateway_tlog::hash::hash_from_base64(l).unwrap()).collect();
+            verify_consistency(older.size(), newer.size(), older.root(), newer.root(), &hashes).unwrap();
+        }
+    }
+    let beyond =
+        app.get(&format!("/v1/coops/c1/log/consistency?from=1&to={}", checkpoints[5].size() + 1), &tokens[0]).await;
+    beyond.assert_error(400, "BAD_REQUEST");
+    assert!(beyond.body["details"]["fields"]["to"].is_array(), "{}", beyond.body);
+    app.get("/v1/coops/c1/log/consistency?from=0&to=2", &tokens[0]).await.assert_error(400, "BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn a_full_tile_is_immutable_and_proofs_span_tiles() {
+    let app = TestApp::new().await;
+    let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3, 4]).await;
+    // Three payers, 100 each (the velocity limit is 200 an hour).
+    let mut last = 0;
+    for (payer, payee, token) in [(2, 3, &tokens[0]), (3, 4, &tokens[1]), (4, 2, &tokens[2])] {
+        let payments: Vec<Value> = (0..100)
+            .map(|i| json!({ "from": did_of(payer), "to": did_of(payee), "amount": 0.5, "memo": format!("p{i}") }))
+            .collect();
+        let batch = app.post_as("/v1/ledger/c1/payments/batch", json!({ "payments": payments }), token).await;
+        assert_eq!(batch.status, StatusCode::OK, "payer {payer}: {}", batch.body);
+        last = batch.headers["icn-event-seq"].to_str().unwrap().parse().unwrap();
+    }
+    let size = signed(&app, "c1").await;
+    assert!(size > 256, "{size}");
+    let full = app.call(Method::GET, "/v1/coops/c1/log/tile/0/000", None, None).await;
+    assert_eq!(full.status, StatusCode::OK);
+    assert_eq!(full.bytes.len(), 256 * 32);
+    assert_eq!(full.headers[header::CACHE_CONTROL], "public, max-age=31536000, immutable");
+    let policy = policy(&app, "c1").await;
+    for seq in [1, 100, 255, 256, 257, last] {
+        let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), &tokens[1]).await;
+        assert_eq!(proof.status, StatusCode::OK, "{seq}: {}", text(&proof));
+        let proof = TlogProof::parse(&proof.bytes).unwrap();
+        let bundle_index = seq / 256;
+        let bundle = app
+            .get(
+                &format!(
+                    "/v1/coops/c1/log/tile/entries/{bundle_index:03}{}",
+                    if bundle_index == 0 { String::new() } else { format!(".p/{}", size - 256) }
+                ),
+                &tokens[0],
+            )
+            .await;
+        assert_eq!(bundle.status, StatusCode::OK, "{seq}");
+        let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+        proof.verify(entries[(seq % 256) as usize], &policy).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn strangers_get_the_public_parts_only() {
+    let app = TestApp::new().await;
+    let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+    let (_, other) = app.coop_with_members("c2", 4, &[5]).await;
+    let (_, seq) = pay(&app, &tokens[0], 2, 3, 2.0, "private memo").await;
+    signed(&app, "c1").await;
+    // Public: checkpoint, keys, hash tiles.
+    for path in ["/v1/coops/c1/log/checkpoint", "/v1/coops/c1/log/key", "/v1/coops/c1/log/tile/0/000.p/2"] {
+        assert_eq!(app.call(Method::GET, path, None, None).await.status, StatusCode::OK, "{path}");
+    }
+    // Members only: entries (they hold memos) and the proofs.
+    for path in ["/v1/coops/c1/log/tile/entries/000.p/2".to_owned(), format!("/v1/coops/c1/log/proof?seq={seq}")] {
+        app.call(Method::GET, &path, None, None).await.assert_error(401, "AUTHENTICATION_FAILED");
+        let foreign = app.get(&path, &other[0]).await;
+        foreign.assert_error(403, "AUTHORIZATION_FAILED");
+        assert_eq!(foreign.body["details"]["coop_id"], "c1");
+    }
+    // Malformed tile paths and unknown coops.
+    for path in ["/v1/coops/c1/log/tile/0/1", "/v1/coops/c1/log/tile/0/000.p/0", "/v1/coops/c1/log/tile/x/000"] {
+        app.call(Method::GET, path, None, None).await.assert_error(400, "BAD_REQUEST");
+    }
+    app.call(Method::GET, "/v1/coops/nope/log/checkpoint", None, None).await.assert_error(404, "NOT_FOUND");
+    // A proof of an event not signed yet: 404, or 503 after waiting.
+    let (_, later) = pay(&app, &tokens[0], 2, 3, 1.0, "later").await;
+    app.get(&format!("/v1/coops/c1/log/proof?seq={later}"), &tokens[0]).await.assert_error(404, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_proof_can_wait_for_its_checkpoint() {
+    let app = TestApp::new().await;
+    let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+    let (_, seq) = pay(&app, &tokens[0], 2, 3, 2.0, "soon").await;
+    let log = app.state.log.clone();
+    let signer = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        log.checkpoint(&coop("c1")).await.unwrap()
+    });
+    let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={seq}&wait=true"), &tokens[1]).await;
+    assert_eq!(proof.status, StatusCode::OK, "{}", text(&proof));
+    assert!(matches!(signer.await.unwrap(), Round::Signed { .. }));
+}
+
+/// Someone with the database changes a stored entry or a stored hash: `fsck` names it, the
+/// checkpointer refuses to sign over it, and the published checkpoint stays the last honest one.
+#[tokio::test]
+async fn tampering_stops_the_signing() {
+    for app in TestApp::every_store().await {
+        if app.backend == Backend::Memory {
+            continue;
+        }
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        pay(&app, &tokens[0], 2, 3, 7.0, "honest").await;
+        let honest = signed(&app, "c1").await;
+        assert!(app.state.log.fsck(&coop("c1")).await.unwrap().is_empty());
+
+        gateway_store::testing::tamper(
+            &app.spec,
+            "UPDATE log_entries SET entry = REPLACE(entry, '\"amount\":7', '\"amount\":70') WHERE coop_id = 'c1'",
+        )
+        .await;
+        let problems = app.state.log.fsck(&coop("c1")).await.unwrap();
+        assert!(problems.iter().any(|p| p.contains("no longer hashes to its leaf")), "{problems:?}");
+
+        // The stored hashes changed too: the tiles no longer give the signed root.
+        let zero_hashes = if app.backend == Backend::Postgres {
+            "UPDATE log_tiles SET hashes = decode(repeat('00', length(hashes)), 'hex') WHERE coop_id = 'c1'"
+        } else {
+            "UPDATE log_tiles SET hashes = zeroblob(length(hashes)) WHERE coop_id = 'c1'"
+        };
+        gateway_store::testing::tamper(&app.spec, zero_hashes).await;
+        pay(&app, &tokens[0], 2, 3, 1.0, "after").await;
+        let refused = app.state.log.checkpoint(&coop("c1")).await.unwrap_err();
+        assert!(refused.to_string().contains("log integrity"), "{refused}");
+        assert_eq!(checkpoint(&app, "c1").await.size(), honest, "no new checkpoint over a changed log");
+    }
+}
+
+/// A coop whose log begins after its first events (one from before the log existed) starts with
+/// a snapshot of its members and balances after the events so far.
+#[tokio::test]
+async fn an_existing_coop_gets_a_log_that_opens_with_its_state() {
+    for app in TestApp::every_store().await {
+        if app.backend == Backend::Memory {
+            continue;
+        }
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let (_, seq) = pay(&app, &tokens[0], 2, 3, 4.25, "before the log").await;
+        gateway_store::testing::tamper(
+            &app.spec,
+            "DELETE FROM coop_logs; DELETE FROM log_entries; DELETE FROM log_tiles;",
+        )
+        .await;
+        signed(&app, "c1").await;
+        let bundle = app.get("/v1/coops/c1/log/tile/entries/000.p/1", &tokens[0]).await;
+        let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+        let opened: Value = serde_json::from_slice(entries[0]).unwrap();
+        assert_eq!(opened["seq"], seq);
+        let data = &opened["event"]["data"];
+        assert_eq!(data["after_seq"], seq);
+        assert_eq!(data["members"].as_array().unwrap().len(), 3);
+        let balances = data["balances"].as_array().unwrap();
+        assert!(balances.iter().any(|b| b["account"] == did_of(3) && b["balance"] == json!(4.25)), "{balances:?}");
+        assert!(balances.iter().any(|b| b["account"] == did_of(2) && b["balance"] == json!(-4.25)), "{balances:?}");
+        // The next event is entry 1.
+        let (_, next) = pay(&app, &tokens[0], 2, 3, 1.0, "after the log").await;
+        signed(&app, "c1").await;
+        let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={next}"), &tokens[0]).await;
+        assert_eq!(TlogProof::parse(&proof.bytes).unwrap().index(), 1);
+    }
+}
