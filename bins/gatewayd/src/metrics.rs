@@ -169,6 +169,12 @@ const FAMILIES: &[Family] = &[
         Kind::Gauge,
         "Sum of all balances per currency (zero-sum: should be 0); at most 100 currencies.",
     ),
+    // The coops' logs.
+    described(
+        "icn_log_integrity_failures_total",
+        Kind::Counter,
+        "Checks of a coop's log whose stored entries or hashes no longer give its signed checkpoint, by coop; signing stops for that coop.",
+    ),
     // Governance and compute.
     family(
         "icn_gateway_governance_proposals_closed_total",

@@ -360,3 +360,100 @@ async fn a_trust_change_on_one_replica_counts_on_the_other_within_a_second() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Two replicas checkpointing one coop's log at once (contract 12): payments go through both,
+/// both replicas' checkpointers run, and every checkpoint either replica publishes verifies with
+/// the coop's key and is consistent with every other one: one history, never a fork.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sign_one_history() {
+    let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_log").await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let keystore = dir.path().join("keystore.json");
+    let passphrase = dir.path().join("passphrase");
+    std::fs::write(&passphrase, "two replicas, one key").unwrap();
+    let init = std::process::Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
+        .args(["--passphrase-file", passphrase.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let flags = [
+        "--open-enrollment",
+        "true",
+        "--trust-default",
+        "0.9",
+        "--keystore",
+        keystore.to_str().unwrap(),
+        "--passphrase-file",
+        passphrase.to_str().unwrap(),
+    ];
+    let a = serve_in_process(&store, &flags).await;
+    let b = serve_in_process(&store, &flags).await;
+    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+    let token_a = login(&a.api, 1, "forkless", &scopes).await;
+    let token_b = login(&b.api, 1, "forkless", &scopes).await;
+    let (status, body) =
+        json_request(&a.api, "POST", "/v1/coops", Some(json!({ "name": "F", "coop_type": "worker" })), Some(&token_a))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    let member = json!({ "did": signing_key(2).1 });
+    let (status, body) = json_request(&a.api, "POST", "/v1/coops/forkless/members", Some(member), Some(&token_a)).await;
+    assert_eq!(status, 201, "{body}");
+
+    let mut seen = std::collections::BTreeMap::<u64, String>::new();
+    for i in 0..40u32 {
+        let (api, token) = if i % 2 == 0 { (&a.api, &token_a) } else { (&b.api, &token_b) };
+        let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 1 });
+        let (status, body) = json_request(api, "POST", "/v1/ledger/forkless/payment", Some(pay), Some(token)).await;
+        assert_eq!(status, 201, "{body}");
+        observe(&a.api, &mut seen).await;
+        observe(&b.api, &mut seen).await;
+    }
+    // Both replicas end on the checkpoint covering every event.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        observe(&a.api, &mut seen).await;
+        observe(&b.api, &mut seen).await;
+        let (_, history) =
+            json_request(&a.api, "GET", "/v1/ledger/forkless/history?limit=1", None, Some(&token_a)).await;
+        assert_eq!(history["pagination"]["total"], 40);
+        if seen.keys().last().is_some_and(|size| *size >= 43) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no checkpoint covers every payment: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every pair of published checkpoints is consistent (the gateway's own proofs, checked here).
+    let sizes: Vec<u64> = seen.keys().copied().collect();
+    for (i, old) in sizes.iter().enumerate() {
+        for new in &sizes[i..] {
+            let path = format!("/v1/coops/forkless/log/consistency?from={old}&to={new}");
+            let (status, text) = support::request(&b.api, "GET", &path, None, Some(&token_b)).await;
+            assert_eq!(status, 200, "{text}");
+            let proof: Vec<[u8; 32]> = text.lines().map(|l| gateway_tlog::hash::hash_from_base64(l).unwrap()).collect();
+            let root = |size: &u64| gateway_tlog::hash::hash_from_base64(&seen[size]).unwrap();
+            gateway_tlog::verify_consistency(*old, *new, &root(old), &root(new), &proof)
+                .unwrap_or_else(|e| panic!("{old} → {new}: {e}"));
+        }
+    }
+    assert!(sizes.len() >= 2, "{sizes:?}");
+}
+
+/// Records the checkpoint `api` publishes now in `seen` (size → root); panics on a second root
+/// for a size.
+async fn observe(api: &str, seen: &mut std::collections::BTreeMap<u64, String>) {
+    let (status, text) = support::request(api, "GET", "/v1/coops/forkless/log/checkpoint", None, None).await;
+    if status == 200 {
+        let (_, keys) = support::request(api, "GET", "/v1/coops/forkless/log/key", None, None).await;
+        let verifiers: Vec<gateway_tlog::note::Verifier> =
+            keys.lines().map(|vkey| gateway_tlog::note::Verifier::from_vkey(vkey).unwrap()).collect();
+        let verifiers: Vec<&dyn gateway_tlog::note::NoteVerifier> =
+            verifiers.iter().map(|v| v as &dyn gateway_tlog::note::NoteVerifier).collect();
+        let note = gateway_tlog::Note::parse(text.as_bytes()).unwrap();
+        assert!(!note.verify(&verifiers).unwrap().is_empty(), "signed by the coop's key: {text}");
+        let checkpoint = gateway_tlog::Checkpoint::parse(note.text()).unwrap();
+        let root = gateway_tlog::hash::hash_to_base64(checkpoint.root());
+        let earlier = seen.insert(checkpoint.size(), root.clone());
+        assert!(earlier.is_none_or(|r| r == root), "two roots for size {}", checkpoint.size());
+    }
+}

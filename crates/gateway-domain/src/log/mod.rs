@@ -174,10 +174,12 @@ impl Log {
             Box::pin(async move { round(tx, &coop, &origin, keys.as_ref(), now).await })
         })
         .await;
+        // Every checked coop has its series from its first round, at 0 while its log is sound.
+        let failures = metrics::counter!("icn_log_integrity_failures_total", "coop" => label.clone());
         if let Err(Error::Internal(message)) = &result
             && message.starts_with(tiles::INTEGRITY)
         {
-            metrics::counter!("icn_log_integrity_failures_total", "coop" => label.clone()).increment(1);
+            failures.increment(1);
             tracing::error!("{message}: checkpoint signing stopped for this coop");
         }
         if let Ok(Round::Signed { size }) = &result
@@ -186,6 +188,9 @@ impl Log {
             && let Ok(coop) = CoopId::parse(&label)
         {
             self.witness(transport.as_ref(), &coop, *size).await;
+        }
+        if result.is_ok() {
+            failures.increment(0);
         }
         result
     }
@@ -678,4 +683,105 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
     )
     .await?;
     Ok(Round::Signed { size })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The worked example of docs/LOG.md, recomputed: every value the document shows is what
+    //! the code gives.
+
+    use gateway_core::{Did, Role};
+    use gateway_tlog::MemoryTree;
+    use gateway_tlog::hash::hash_to_base64;
+
+    use crate::governance::DecisionSigner;
+
+    use super::*;
+    use crate::events::CoopEvent;
+    use crate::ports::{CoopRecord, CoopSettings, EventRecord, MemberRecord};
+
+    const DOC: &str = include_str!("../../../../docs/LOG.md");
+    const ALICE: &str = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+    const BOB: &str = "did:key:z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2";
+    const AT: u64 = 1_767_225_600;
+
+    /// The example's values, by the name the document marks them with.
+    fn example() -> Vec<(&'static str, String)> {
+        let coop = CoopId::parse("bakery").unwrap();
+        let record = CoopRecord {
+            id: coop.clone(),
+            name: "Bakery".into(),
+            coop_type: "worker".into(),
+            description: String::new(),
+            created_at: AT,
+            created_by: Did::parse(ALICE).unwrap(),
+            settings: CoopSettings::default(),
+            member_count: 1,
+        };
+        let opened =
+            opened_entry(&Snapshot { coop: &record, after_seq: 0, members: &[], balances: &[], receipt_key: None }, AT)
+                .unwrap();
+        let member = |did: &str, role, seq| {
+            let member = MemberRecord { did: Did::parse(did).unwrap(), role, joined_at: AT, credit_limit: None };
+            let event = EventRecord {
+                coop_id: coop.clone(),
+                seq,
+                event_type: "MemberAdded".into(),
+                timestamp: AT,
+                data: CoopEvent::MemberAdded(&member).data().unwrap(),
+            };
+            entry_text(seq, EventObject::of(&event)).unwrap()
+        };
+        let entries = [opened, member(ALICE, Role::Admin, 1), member(BOB, Role::Member, 2)];
+        let mut tree = MemoryTree::new();
+        for entry in &entries {
+            tree.append_entry(entry.as_bytes());
+        }
+        let origin = origin_of("gw.example.coop", &coop);
+        let master: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let key = crate::governance::derive_receipt_key(&master, &coop, 0);
+        let signer = crate::governance::Ed25519DecisionSigner::new(key);
+        let body = Checkpoint::new(&origin, 3, tree.root()).unwrap().to_text();
+        let key_id = gateway_tlog::note::key_id(&origin, SIG_TYPE_ED25519, &signer.public_key());
+        let mut note = Note::new(body.clone()).unwrap();
+        note.add_signature(Signature::new(&origin, key_id, signer.sign(body.as_bytes()).to_vec()).unwrap()).unwrap();
+        let vkey = VerifierKey::new(&origin, SIG_TYPE_ED25519, &signer.public_key()).unwrap().to_string();
+        let proof = inclusion_proof(2, 3, &tree).unwrap();
+        let tlog_proof = TlogProof::new(2, proof.clone(), note.clone()).unwrap().to_text();
+        let leaves = (0..3).map(|i| hex::encode(tree.leaf(i).unwrap())).collect::<Vec<_>>().join("\n");
+        vec![
+            ("entry-0", entries[0].clone()),
+            ("entry-1", entries[1].clone()),
+            ("entry-2", entries[2].clone()),
+            ("leaves", leaves),
+            ("root", hash_to_base64(&tree.root())),
+            ("checkpoint", note.to_string().trim_end().to_owned()),
+            ("vkey", vkey),
+            ("proof", tlog_proof.trim_end().to_owned()),
+            ("inclusion", proof.iter().map(hash_to_base64).collect::<Vec<_>>().join("\n")),
+        ]
+    }
+
+    /// The fenced block after `<!-- example: NAME -->` in the document.
+    fn block(name: &str) -> Option<String> {
+        let marker = format!("<!-- example: {name} -->");
+        let after = &DOC[DOC.find(&marker)? + marker.len()..];
+        let start = after.find("```")?;
+        let body = &after[start..];
+        let body = &body[body.find('\n')? + 1..];
+        Some(body[..body.find("\n```")?].to_owned())
+    }
+
+    #[test]
+    fn the_documents_worked_example_is_what_the_code_gives() {
+        let values = example();
+        if std::env::var_os("LOG_DOC_PRINT").is_some() {
+            for (name, value) in &values {
+                println!("<!-- example: {name} -->\n```text\n{value}\n```\n");
+            }
+        }
+        for (name, value) in values {
+            assert_eq!(block(name).as_deref(), Some(value.as_str()), "docs/LOG.md, example {name}");
+        }
+    }
 }
