@@ -27,7 +27,10 @@
 //!   signing every nonce on a two-worker runtime on the same cores; it reports logins/s against
 //!   the in-process Ed25519 sign+verify throughput of two threads, the ceiling of that setup;
 //! - `mixed`: balance reads, durable payments, logins and WebSocket subscribers following the
-//!   coop's events at once, with requests/s, p99 and errors per kind and the events delivered.
+//!   coop's events at once, with requests/s, p99 and errors per kind and the events delivered;
+//! - `log`: the coop's log: payments with its checkpointer running and paused, how soon a
+//!   payment is in a signed (and a witness-cosigned) checkpoint at 500 payments/s, proof reads,
+//!   and its storage per entry (see `bench/log.rs`).
 //!
 //! Full runs build `gatewayd` and this harness with the release profile and run the harness from
 //! that build (re-running itself), so that the generator and the axum baselines are optimised as
@@ -39,6 +42,7 @@
 //! therefore pessimistic.
 
 mod ceiling;
+mod log;
 mod login;
 mod mixed;
 
@@ -67,7 +71,7 @@ const READERS: usize = 4096;
 
 /// The scenarios `--scenario` accepts.
 const SCENARIOS: &[&str] =
-    &["all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed"];
+    &["all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed", "log"];
 
 struct Options {
     seconds: u64,
@@ -597,6 +601,9 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
     }
     if options.wants("mixed") {
         mixed::scenario(options, &dir.join("mixed"), table)?;
+    }
+    if options.wants("log") {
+        log::scenario(options, &dir.join("log"), table).await?;
     }
     Ok(())
 }

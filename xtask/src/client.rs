@@ -121,6 +121,19 @@ impl Connection {
         body: Option<&Value>,
         headers: &[(&str, &str)],
     ) -> Result<(u16, Bytes), String> {
+        let (status, _, body) = self.exchange(method, path, token, body, headers).await?;
+        Ok((status, body))
+    }
+
+    /// [`Connection::send_with`] with the answer's headers.
+    pub(crate) async fn exchange(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
         let mut builder = Request::builder().method(method).uri(path).header("host", &self.addr);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
@@ -142,8 +155,9 @@ impl Connection {
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
+        let answer_headers = response.headers().clone();
         let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        Ok((status, bytes))
+        Ok((status, answer_headers, bytes))
     }
 }
 

@@ -157,7 +157,14 @@ pub async fn serve(
     } else {
         state.log.clone().with_witnesses(Arc::new(crate::coop_log::HttpWitnesses::new()?))
     };
-    background.spawn(log.run(store.clone()));
+    // `ICN_GATEWAY_LOG_CHECKPOINTER=false` pauses it, for `cargo xtask bench --scenario log` to
+    // measure what it costs the payments (the log then falls behind, and catches up on the next
+    // start); it is not a setting.
+    if std::env::var("ICN_GATEWAY_LOG_CHECKPOINTER").as_deref() == Ok("false") {
+        tracing::warn!("the coops' log checkpointer is paused (ICN_GATEWAY_LOG_CHECKPOINTER=false)");
+    } else {
+        background.spawn(log.run(store.clone()));
+    }
     // Before the metrics are served: the first scrape already has every currency's sum.
     tasks::start_balance_gauge(
         &mut background,

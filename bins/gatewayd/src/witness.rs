@@ -469,6 +469,8 @@ pub async fn serve_until(args: WitnessArgs, shutdown: impl Future<Output = ()> +
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("the listener's address")?;
+    // The same first line as `gatewayd`'s, for scripts that start it on port 0.
+    println!("listening on http://{addr}");
     tracing::info!(
         %addr,
         vkey = witness.cosigner().vkey(),

@@ -1,5 +1,3 @@
-use std::time::{Duration, Instant};
-
 use super::*;
 use crate::cosignature::Cosigner;
 use crate::note::Signer;
@@ -207,29 +205,4 @@ fn rejects_malformed_proofs() {
     assert!(TlogProof::parse(&[good.as_bytes(), b"\xff"].concat()).is_err());
     assert!(TlogProof::new(0, vec![[0; 32]; 65], f.signed_checkpoint(20, &[])).is_err());
     assert!(TlogProof::new(0, vec![], Note::new(format!("{ORIGIN}\n20\n{h}\n")).unwrap()).is_err());
-}
-
-/// Verifying a proof with three cosignatures (four Ed25519 verifications, a few dozen hashes)
-/// stays well under a millisecond, even unoptimised (about 0.2 ms here in a debug build). The
-/// best of five batches is compared, so a busy machine does not fail the test.
-#[test]
-fn verification_is_fast() {
-    let f = fixture();
-    let proof = f.proof(123, 1000, &[0, 1, 2]);
-    let text = proof.to_text();
-    let entry = entry(123);
-    let runs = 20u32;
-    let best = (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..runs {
-                let parsed = TlogProof::parse(text.as_bytes()).unwrap();
-                parsed.verify(&entry, &f.policy).unwrap();
-            }
-            start.elapsed() / runs
-        })
-        .min()
-        .unwrap();
-    eprintln!("tlog-proof parse + verify with three cosignatures: {best:?}");
-    assert!(best < Duration::from_millis(1), "{best:?} per verification");
 }
