@@ -67,6 +67,9 @@ pub(crate) enum Command {
     Watch(WatchArgs),
     /// Your notifications.
     Notifications(NotificationsArgs),
+    /// The coop's tamper-evident log: prove an event, verify a proof offline, audit the coop.
+    #[command(subcommand, long_about = LOG_ABOUT)]
+    Log(LogCommand),
     /// Verify a signed request's evidence offline: the `request_signature` of a history item,
     /// a voter's entry, or the evidence object itself; checks that the record's fields are the
     /// signed body's and prints the signer; exits 1 on any difference. Needs no gateway.
@@ -352,6 +355,90 @@ pub(crate) enum ReceiptCommand {
     Keys,
 }
 
+/// The long help of `log`.
+const LOG_ABOUT: &str = "The coop's tamper-evident log (contract 12): every event of the coop is an entry of an \
+append-only Merkle log (C2SP tlog-tiles), whose checkpoints the coop's receipt key signs.
+
+A member proves an event and anyone checks the proof offline:
+  gatewayctl --coop bakery log proof --seq 42 --wait > proof.txt
+  gatewayctl --coop bakery log entry --seq 42 > entry.json
+  gatewayctl --coop bakery log policy > policy.txt      (or a policy with witnesses)
+  gatewayctl log verify proof.txt --entry entry.json --policy policy.txt
+
+An auditor (a member) checks the whole history and the live balances, keeping what it verified:
+  gatewayctl --coop bakery log audit --state ~/.local/state/gatewayctl/audits
+
+Exit status: 0 verified, 1 could not check (unreadable input, gateway unreachable), 3 does not \
+verify (verify) or a mismatch was found (audit).";
+
+/// `log …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LogCommand {
+    /// Verify offline that an entry is in a coop's log (no gateway, no login).
+    ///
+    /// Checks that the proof's inclusion path leads from the entry's exact bytes to the
+    /// checkpoint's root, that a log key of the policy signed the checkpoint, and that the
+    /// witnesses' cosignatures meet the policy's quorum. Exit 0 with a one-line summary, 3 when
+    /// it does not verify, 1 when a file cannot be read.
+    Verify {
+        /// The proof (`c2sp.org/tlog-proof@v1`, as `log proof` writes it).
+        proof: PathBuf,
+        /// The entry's exact bytes (as `log entry` writes them).
+        #[arg(long)]
+        entry: PathBuf,
+        /// A C2SP tlog-policy: `log <vkey>` lines, optional `witness`/`group` lines, a `quorum`
+        /// line (as `log policy` writes one).
+        #[arg(long)]
+        policy: PathBuf,
+    },
+    /// Audit the cooperative's whole history and its live balances (a member's login).
+    ///
+    /// Verifies the signed checkpoint with the log's published keys (and those seen last time),
+    /// downloads every entry and hash tile and recomputes the tree, checks that the log extends
+    /// the checkpoint saved last time, verifies every receipt in the log, replays the ledger
+    /// from LogOpened and compares every balance (members, treasury, exchange) with the live
+    /// one. Prints a summary; exit 3 on any mismatch. With --state, the verified checkpoint and
+    /// keys are kept in `<dir>/<coop>.checkpoint` and `<dir>/<coop>.keys` (only after a clean
+    /// audit) and the next audit holds the log to them.
+    Audit {
+        /// Where audits of this machine keep what they verified, one pair of files per coop.
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Also require the checkpoint to satisfy this tlog-policy (log key and witness quorum).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
+    /// Print the proof (c2sp.org/tlog-proof@v1) of the entry of event N of your coop.
+    ///
+    /// `pay` prints the event of a payment; `watch` shows every event's number.
+    Proof {
+        /// The event's sequence number.
+        #[arg(long)]
+        seq: u64,
+        /// Wait up to 5 s for a checkpoint covering it (and meeting the witness quorum).
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Print the entry of event N of your coop, its exact bytes (no newline is added).
+    Entry {
+        /// The event's sequence number.
+        #[arg(long)]
+        seq: u64,
+        /// Wait up to 5 s for a checkpoint covering it.
+        #[arg(long)]
+        wait: bool,
+        /// Also write its proof to this file (against the same checkpoint).
+        #[arg(long)]
+        proof: Option<PathBuf>,
+    },
+    /// Print a tlog-policy for the coop's log from the keys it publishes now (no login).
+    ///
+    /// The policy has no witnesses (`quorum none`); add `witness` lines and name them in the
+    /// quorum to require cosignatures. Trust on first use: compare the keys with another copy
+    /// (another member, the coop's documents) before relying on it.
+    Policy,
+}
+
 /// `compute …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum ComputeCommand {
@@ -485,6 +572,29 @@ mod tests {
         assert!(parse(&["compute", "submit", "f.json", "--input", "novalue"]).is_err());
         assert!(parse(&["coop", "set-role", DID, "owner"]).is_err());
         assert!(parse(&["notifications", "read"]).is_err(), "an id or --all");
+        assert!(parse(&["log", "verify", "p.txt", "--entry", "e.json"]).is_err(), "a policy is needed");
+        assert!(parse(&["log", "proof"]).is_err(), "a seq is needed");
+        assert!(parse(&["log", "proof", "--seq", "-1"]).is_err());
+    }
+
+    #[test]
+    fn log_commands_take_the_global_coop() {
+        let cli = parse(&["log", "audit", "--coop", "bakery", "--state", "/tmp/audits"]).unwrap();
+        assert_eq!(cli.coop.as_deref(), Some("bakery"));
+        let Command::Log(LogCommand::Audit { state, policy }) = cli.command else { panic!() };
+        assert_eq!((state.as_deref(), policy), (Some(std::path::Path::new("/tmp/audits")), None));
+        let cli = parse(&["log", "verify", "p.txt", "--entry", "e.json", "--policy", "policy.txt"]).unwrap();
+        let Command::Log(LogCommand::Verify { proof, entry, policy }) = cli.command else { panic!() };
+        assert_eq!(
+            (proof.to_str(), entry.to_str(), policy.to_str()),
+            (Some("p.txt"), Some("e.json"), Some("policy.txt"))
+        );
+        let Command::Log(LogCommand::Entry { seq, wait, proof }) =
+            parse(&["log", "entry", "--seq", "7", "--wait"]).unwrap().command
+        else {
+            panic!()
+        };
+        assert_eq!((seq, wait, proof), (7, true, None));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! all through the `gateway-client` SDK.
 //!
 //! This file only parses, runs and turns failures into advice and an exit status: 0 success,
-//! 1 failure (the message says what to do), 2 usage error (from clap), 3 a receipt that does
-//! not verify. It keeps no state but the key file and the token cache (see `files`), and it
-//! never talks to the gateway except through the SDK.
+//! 1 failure (the message says what to do), 2 usage error (from clap), 3 a receipt or a log
+//! proof that does not verify, or a log audit that found a mismatch. It keeps no state but the
+//! key file, the token cache (see `files`) and, when asked, the log audits' state, and it never
+//! talks to the gateway except through the SDK.
 
 mod advice;
 mod cli;
@@ -32,7 +33,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("{}", advice::explain(&error));
-            if error.downcast_ref::<commands::InvalidReceipt>().is_some() {
+            if error.downcast_ref::<commands::InvalidReceipt>().is_some()
+                || error.downcast_ref::<commands::LogInvalid>().is_some()
+            {
                 ExitCode::from(commands::EXIT_INVALID_RECEIPT)
             } else {
                 ExitCode::FAILURE

@@ -1,7 +1,8 @@
 //! The `gatewayctl` binary run as a member would run it, against a real gateway (the app) served
-//! in-process on 127.0.0.1:0 (in-memory store, production enrollment policy, a governance
-//! signing key): key files, login and the token cache, payments, errors with advice, and
-//! receipt verification on a good and a tampered receipt.
+//! in-process on 127.0.0.1:0 (in-memory store, or a SQLite file where a test changes the
+//! database behind the gateway's back; production enrollment policy, a governance signing key):
+//! key files, login and the token cache, payments, errors with advice, receipt verification on
+//! a good and a tampered receipt, and the coop's log (proofs checked offline, audits).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -55,10 +56,19 @@ async fn json<S: AsRef<str>>(args: &[S]) -> Value {
     serde_json::from_str(&ok(&all).await).unwrap()
 }
 
+/// The master secret of the test gateways' receipt keys (which also sign the coops' logs).
+const MASTER: [u8; 32] = [5; 32];
+
 /// A gateway over an in-memory store on 127.0.0.1:0; returns its URL.
 async fn gateway() -> String {
-    let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
-    let keys = gateway_domain::governance::MemoryReceiptKeys::new([5; 32]);
+    gateway_on(&StoreSpec::Memory).await.0
+}
+
+/// A gateway over `spec` on 127.0.0.1:0; returns its URL and its state, whose `log` signs a
+/// coop's checkpoint on demand (no background checkpointer runs here).
+async fn gateway_on(spec: &StoreSpec) -> (String, gateway_http::AppState) {
+    let store = Arc::new(Store::open(spec).await.unwrap());
+    let keys = gateway_domain::governance::MemoryReceiptKeys::new(MASTER);
     let options = AssembleOptions {
         token: TokenConfig::with_secret("cli-test-secret-cli-test-secret-cli"),
         challenge_ttl_secs: 300,
@@ -78,9 +88,9 @@ async fn gateway() -> String {
     let state = gateway_http::state::assemble(store, options).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = gateway_http::router(state);
+    let app = gateway_http::router(state.clone());
     tokio::spawn(async move { gateway_http::serve(listener, app, std::future::pending()).await });
-    url
+    (url, state)
 }
 
 struct Member {
@@ -347,4 +357,297 @@ async fn governance_through_the_cli_ends_in_a_verified_receipt() {
     ])
     .await;
     assert!(offline.contains("receipt valid"), "{offline}");
+}
+
+/// `args` run as `member` against `url` in cooperative `coop`.
+fn as_member(url: &str, member: &Member, coop: &str, args: &[&str]) -> Vec<String> {
+    ["--gateway", url, "--key", member.key(), "--coop", coop].iter().chain(args).map(|a| (*a).to_owned()).collect()
+}
+
+/// Founds `coop` with `admin` (logged in with every scope) and `members` (logged in as members).
+async fn found(url: &str, coop: &str, admin: &Member, members: &[&Member]) {
+    ok(&as_member(url, admin, coop, &["login", "--scopes", "bootstrap"])).await;
+    ok(&as_member(url, admin, coop, &["coop", "create", "--name", coop])).await;
+    ok(&as_member(url, admin, coop, &["login", "--scopes", "all"])).await;
+    for member in members {
+        ok(&as_member(url, admin, coop, &["coop", "add-member", &member.did])).await;
+        ok(&as_member(url, member, coop, &["login"])).await;
+    }
+}
+
+/// Signs a checkpoint of `coop`'s log now (what the gateway's checkpointer does within a second
+/// of every commit); returns its size.
+async fn sign(state: &gateway_http::AppState, coop: &str) -> u64 {
+    match state.log.checkpoint(&gateway_core::CoopId::parse(coop).unwrap()).await.unwrap() {
+        gateway_domain::log::Round::Signed { size } => size,
+        other => panic!("no checkpoint signed: {other:?}"),
+    }
+}
+
+/// The event `pay` says its payment appended.
+fn event_of(paid: &str) -> u64 {
+    let line = paid.lines().find(|l| l.starts_with("event ")).unwrap_or_else(|| panic!("no event in {paid:?}"));
+    line["event ".len()..].split(':').next().unwrap().parse().unwrap()
+}
+
+fn write(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A member proves a payment with `log proof` and `log entry`, writes a policy from the
+/// published key with `log policy`, and anyone checks it with `log verify` and no gateway: the
+/// real proof verifies; a changed entry, another log key and an unmet witness quorum are refused
+/// with exit status 3; an unreadable policy is exit status 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_verify_checks_a_members_proof_offline() {
+    let (url, state) = gateway_on(&StoreSpec::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    let admin = Member::new(dir.path(), "admin").await;
+    let baker = Member::new(dir.path(), "baker").await;
+    found(&url, "bakery", &admin, &[&baker]).await;
+    let paid = ok(&as_member(&url, &admin, "bakery", &["pay", &baker.did, "2.5", "--memo", "rent \"May\""])).await;
+    let seq = event_of(&paid);
+    assert!(paid.contains(&format!("`gatewayctl log proof --seq {seq} --wait`")), "{paid}");
+    sign(&state, "bakery").await;
+
+    let seq_text = seq.to_string();
+    let proof = ok(&as_member(&url, &baker, "bakery", &["log", "proof", "--seq", &seq_text, "--wait"])).await;
+    assert!(proof.starts_with("c2sp.org/tlog-proof@v1\n"), "{proof}");
+    assert!(proof.contains("\n\u{2014} localhost/coops/bakery "), "signed under the log's origin: {proof}");
+    let also = dir.path().join("also-proof.txt");
+    let entry = ok(&as_member(
+        &url,
+        &baker,
+        "bakery",
+        &["log", "entry", "--seq", &seq_text, "--proof", also.to_str().unwrap()],
+    ))
+    .await;
+    assert!(!entry.ends_with('\n'), "the exact bytes: {entry:?}");
+    let value: Value = serde_json::from_str(&entry).unwrap();
+    assert_eq!((value["seq"].as_u64(), value["event"]["type"].as_str()), (Some(seq), Some("PaymentCreated")));
+    assert_eq!(value["event"]["data"]["amount"].to_string(), "2.5");
+    // The policy needs neither a key nor a login.
+    let policy =
+        ok(&["--gateway", url.as_str(), "--key", "/nonexistent/key.json", "--coop", "bakery", "log", "policy"]).await;
+    assert!(policy.contains("\nlog localhost/coops/bakery+") && policy.ends_with("quorum none\n"), "{policy}");
+
+    let files = dir.path();
+    let (proof_file, entry_file, policy_file) =
+        (write(files, "proof.txt", &proof), write(files, "entry.json", &entry), write(files, "policy.txt", &policy));
+    let offline = ["--gateway", "http://127.0.0.1:9", "--key", "/nonexistent/key.json"];
+    let verify = |proof: &str, entry: &str, policy: &str| -> Vec<String> {
+        offline
+            .iter()
+            .chain(&["log", "verify", proof, "--entry", entry, "--policy", policy])
+            .map(|a| (*a).to_owned())
+            .collect()
+    };
+    let valid = ok(&verify(&proof_file, &entry_file, &policy_file)).await;
+    assert_eq!(valid.lines().count(), 1, "{valid}");
+    assert!(
+        valid
+            .starts_with(&format!("valid: entry {seq} (event {seq}, PaymentCreated) is in localhost/coops/bakery of ")),
+        "{valid}"
+    );
+    assert!(ok(&verify(also.to_str().unwrap(), &entry_file, &policy_file)).await.starts_with("valid: "));
+    let mut as_json = verify(&proof_file, &entry_file, &policy_file);
+    as_json.push("--json".into());
+    let shown: Value = serde_json::from_str(&ok(&as_json).await).unwrap();
+    assert_eq!((shown["valid"].as_bool(), shown["index"].as_u64()), (Some(true), Some(seq)));
+    // An editor's final newline does not matter.
+    let newline = write(files, "newline.json", format!("{entry}\n"));
+    assert!(ok(&verify(&proof_file, &newline, &policy_file)).await.starts_with("valid: "));
+
+    // Another amount: not the entry the log holds.
+    let forged = write(files, "forged.json", entry.replace("2.5", "25"));
+    let refused = ctl(&verify(&proof_file, &forged, &policy_file)).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains(&format!("NOT valid: the entry is not entry {seq}")), "{}", stderr(&refused));
+    // Another key under the log's name: the policy does not accept the checkpoint.
+    let impostor = gateway_client::tlog::Signer::from_seed("localhost/coops/bakery", &[9; 32]).unwrap();
+    let wrong_key = write(files, "wrong-key.txt", format!("log {}\nquorum none\n", impostor.vkey()));
+    let refused = ctl(&verify(&proof_file, &entry_file, &wrong_key)).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("the policy does not accept the checkpoint"), "{}", stderr(&refused));
+    // A witness the policy requires did not cosign.
+    let witness = gateway_client::tlog::Cosigner::from_seed("witness.example", &[8; 32]).unwrap();
+    let quorum = policy.replace("quorum none", &format!("witness w1 {}\nquorum w1", witness.vkey()));
+    let refused = ctl(&verify(&proof_file, &entry_file, &write(files, "quorum.txt", quorum))).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("quorum"), "{}", stderr(&refused));
+    // An unreadable policy is not a verdict.
+    let broken = ctl(&verify(&proof_file, &entry_file, &write(files, "broken.txt", "log nonsense\n"))).await;
+    assert_eq!(broken.status.code(), Some(1), "{}", stderr(&broken));
+    assert!(stderr(&broken).contains("not a c2sp.org/tlog-policy"), "{}", stderr(&broken));
+}
+
+/// A member audits a coop whose log holds payments, a batch, a conversion with a fee, a closed
+/// text proposal and a budget the treasury paid: the audit passes and keeps the checkpoint; the
+/// next audit extends it. A saved checkpoint of the same size with another root (one the coop's
+/// own key signed: a forked history) fails the audit, and so do balances changed in the
+/// database behind the log's back; neither failure replaces the saved state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_audit_replays_the_ledger_and_holds_the_log_to_what_it_signed() {
+    use gateway_client::{ConversionRequest, PaymentRequest, SettingsPatch};
+    use gateway_core::{Amount, CoopId, Currency, Scope};
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StoreSpec::SqliteFile(dir.path().join("gateway.db").to_str().unwrap().to_owned());
+    let (url, state) = gateway_on(&spec).await;
+    let admin = Member::new(dir.path(), "admin").await;
+    let baker = Member::new(dir.path(), "baker").await;
+    let cook = Member::new(dir.path(), "cook").await;
+    found(&url, "bakery", &admin, &[&baker, &cook]).await;
+    let coop = CoopId::parse("bakery").unwrap();
+    let (hours, eur) = (Currency::parse("hours").unwrap(), Currency::parse("eur").unwrap());
+    let did = |m: &Member| gateway_core::Did::parse(&m.did).unwrap();
+
+    // What gatewayctl has no command for, through the SDK as the admin: a 1 % conversion fee, a
+    // rate, a batch, a conversion.
+    let key: gateway_client::KeyFile = serde_json::from_str(&std::fs::read_to_string(&admin.key).unwrap()).unwrap();
+    let sdk = gateway_client::Client::new(&url).unwrap();
+    sdk.login(gateway_client::Identity::from_key_file(&key).unwrap(), coop.clone(), &Scope::ALL).await.unwrap();
+    let fee = SettingsPatch { conversion_fee_percent: Some(Amount::from_units(1)), ..SettingsPatch::default() };
+    sdk.update_settings(&coop, &fee).await.unwrap();
+    sdk.set_rate(&hours, &eur, Amount::parse_decimal("1.5").unwrap()).await.unwrap();
+    let payment = |to: &Member, amount: &str| PaymentRequest {
+        from: did(&admin),
+        to: did(to),
+        amount: Amount::parse_payment(amount).unwrap(),
+        currency: None,
+        memo: Some(format!("batch {amount}")),
+    };
+    let batch = [payment(&baker, "1"), payment(&cook, "2.25"), payment(&baker, "0.000001")];
+    assert_eq!(sdk.pay_batch(&coop, &batch, false, None).await.unwrap().succeeded, 3);
+    let conversion = ConversionRequest {
+        from: did(&admin),
+        to: did(&cook),
+        amount: Amount::from_units(10),
+        from_currency: hours.clone(),
+        to_currency: eur.clone(),
+        max_target_amount: None,
+        min_target_amount: None,
+        quote_id: None,
+    };
+    let converted = sdk.convert(&coop, &conversion, None).await.unwrap();
+    assert_eq!(converted.net_target_amount, Some(Amount::parse_decimal("14.85").unwrap()));
+
+    // Through gatewayctl: a payment, a text proposal closed, a budget the treasury pays.
+    ok(&as_member(&url, &admin, "bakery", &["pay", &baker.did, "2.5", "--memo", "bread"])).await;
+    ok(&as_member(&url, &admin, "bakery", &["domain", "create", "kitchen", "--member", &admin.did])).await;
+    let oven = json(&as_member(
+        &url,
+        &admin,
+        "bakery",
+        &["proposal", "create", "--domain", "kitchen", "--title", "Oven", "--open"],
+    ))
+    .await;
+    let oven = oven["id"].as_str().unwrap().to_owned();
+    ok(&as_member(&url, &admin, "bakery", &["proposal", "vote", &oven, "yes"])).await;
+    ok(&as_member(&url, &admin, "bakery", &["proposal", "close", &oven])).await;
+    let payload = format!(r#"{{"type":"budget","to":"{}","amount":5}}"#, cook.did);
+    let flour = json(&as_member(
+        &url,
+        &admin,
+        "bakery",
+        &["proposal", "create", "--domain", "coop", "--title", "Flour", "--payload", &payload, "--open"],
+    ))
+    .await;
+    let flour = flour["id"].as_str().unwrap().to_owned();
+    ok(&as_member(&url, &admin, "bakery", &["proposal", "vote", &flour, "yes"])).await;
+    ok(&as_member(&url, &baker, "bakery", &["proposal", "vote", &flour, "yes"])).await;
+    // A proposal that acts on the coop closes early once every member has voted.
+    ok(&as_member(&url, &cook, "bakery", &["proposal", "vote", &flour, "abstain"])).await;
+    let closed = ok(&as_member(&url, &admin, "bakery", &["proposal", "close", &flour])).await;
+    assert!(closed.contains("Approved"), "{closed}");
+    let size = sign(&state, "bakery").await;
+
+    // The baker, a plain member, audits and keeps what it verified.
+    let audits = dir.path().join("audits");
+    let audit = |member: &Member, state: &Path| {
+        as_member(&url, member, "bakery", &["log", "audit", "--state", state.to_str().unwrap()])
+    };
+    let first = ok(&audit(&baker, &audits)).await;
+    assert!(
+        first.starts_with(&format!("audit passed: log of bakery (localhost/coops/bakery): {size} entries")),
+        "{first}"
+    );
+    // Both decisions' receipts are in the log, and verify.
+    assert!(first.contains("receipts   2 verified, 0 closed proposals without one in the log"), "{first}");
+    assert!(first.contains("note: first audit of this log"), "{first}");
+    assert!(!first.contains("MISMATCH"), "{first}");
+    let saved = std::fs::read_to_string(audits.join("bakery.checkpoint")).unwrap();
+    assert!(saved.starts_with(&format!("localhost/coops/bakery\n{size}\n")), "{saved}");
+    assert!(std::fs::read_to_string(audits.join("bakery.keys")).unwrap().starts_with("localhost/coops/bakery+"));
+    let mut as_json = audit(&baker, &audits);
+    as_json.push("--json".into());
+    let report: Value = serde_json::from_str(&ok(&as_json).await).unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    // Three batch items, a conversion, a payment, the budget.
+    assert_eq!(report["events"]["PaymentCreated"], 6, "{report}");
+    assert_eq!(report["events"]["GovernanceProposalClosed"], 2, "{report}");
+    assert_eq!(report["receipts_verified"], 2, "{report}");
+    assert_eq!(report["signed_by"].as_str().map(|k| k.starts_with("localhost/coops/bakery+")), Some(true));
+    assert_eq!(report["previous"]["size"], size, "the second audit compares with the first's checkpoint");
+    // Three members, the treasury (-5 hours) and the exchange (+10 hours, -14.85 eur).
+    assert!(report["accounts_checked"].as_u64().unwrap() >= 5, "{report}");
+    assert!(report["balances_checked"].as_u64().unwrap() >= 7, "{report}");
+
+    // More happens; the next audit extends the saved checkpoint.
+    ok(&as_member(&url, &baker, "bakery", &["pay", &cook.did, "1"])).await;
+    let grown = sign(&state, "bakery").await;
+    let second = ok(&audit(&baker, &audits)).await;
+    assert!(
+        second.starts_with(&format!("audit passed: log of bakery (localhost/coops/bakery): {grown} entries")),
+        "{second}"
+    );
+    assert!(second.contains(&format!("extends    the checkpoint of {size} entries saved last time")), "{second}");
+    let honest = std::fs::read_to_string(audits.join("bakery.checkpoint")).unwrap();
+    assert!(honest.starts_with(&format!("localhost/coops/bakery\n{grown}\n")), "{honest}");
+
+    // Another history of the same size, signed with the coop's own key (what an operator
+    // showed someone else): the log does not extend it.
+    let forked = dir.path().join("forked");
+    std::fs::create_dir_all(&forked).unwrap();
+    let coop_key = gateway_domain::governance::derive_receipt_key(&MASTER, &coop, 0);
+    let signer = gateway_client::tlog::Signer::new("localhost/coops/bakery", coop_key).unwrap();
+    let other = gateway_client::tlog::Checkpoint::new("localhost/coops/bakery", grown, [0xab; 32]).unwrap();
+    let mut note = gateway_client::tlog::Note::new(other.to_text()).unwrap();
+    note.sign(&signer).unwrap();
+    std::fs::write(forked.join("bakery.checkpoint"), note.to_string()).unwrap();
+    std::fs::copy(audits.join("bakery.keys"), forked.join("bakery.keys")).unwrap();
+    let refused = ctl(&audit(&baker, &forked)).await;
+    assert_eq!(refused.status.code(), Some(3), "{}{}", stdout(&refused), stderr(&refused));
+    assert!(stdout(&refused).starts_with("audit FAILED: log of bakery"), "{}", stdout(&refused));
+    assert!(
+        stdout(&refused).contains(&format!(
+            "MISMATCH consistency with the saved checkpoint: at size {grown} the log's entries make the root"
+        )),
+        "{}",
+        stdout(&refused)
+    );
+    assert!(stderr(&refused).contains("the audit of bakery found 1 mismatch (listed above)"), "{}", stderr(&refused));
+    assert_eq!(std::fs::read_to_string(forked.join("bakery.checkpoint")).unwrap(), note.to_string(), "kept as it was");
+
+    // One hour moved from the baker to the cook in the database, behind the log's back; the
+    // baker's next payment builds on it.
+    let moved = |account: &str, delta: i64| {
+        format!(
+            "UPDATE balances SET balance = balance + ({delta}) WHERE coop_id = 'bakery' AND account = '{account}' AND currency = 'hours';"
+        )
+    };
+    gateway_store::testing::tamper(&spec, &format!("{}{}", moved(&baker.did, -1_000_000), moved(&cook.did, 1_000_000)))
+        .await;
+    ok(&as_member(&url, &baker, "bakery", &["pay", &cook.did, "0.5"])).await;
+    sign(&state, "bakery").await;
+    let refused = ctl(&audit(&baker, &audits)).await;
+    assert_eq!(refused.status.code(), Some(3), "{}{}", stdout(&refused), stderr(&refused));
+    let listed = stdout(&refused);
+    assert!(listed.contains(&format!("MISMATCH balance of {} in hours: the log gives", baker.did)), "{listed}");
+    assert!(listed.contains(&format!("MISMATCH balance of {} in hours: the log gives", cook.did)), "{listed}");
+    assert_eq!(listed.matches("MISMATCH").count(), 2, "{listed}");
+    assert!(listed.contains("saved      nothing: the saved state is kept as it was"), "{listed}");
+    assert_eq!(std::fs::read_to_string(audits.join("bakery.checkpoint")).unwrap(), honest);
 }

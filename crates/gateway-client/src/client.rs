@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_core::{Clock, CoopId, Scope, SystemClock};
@@ -116,6 +117,7 @@ impl ClientBuilder {
                 refresh_margin_secs: self.refresh_margin.as_secs(),
                 sign_requests: self.sign_requests,
                 auth: Mutex::new(AuthState::default()),
+                last_event_seq: AtomicU64::new(0),
             }),
         })
     }
@@ -139,6 +141,8 @@ pub(crate) struct Inner {
     /// An async mutex on purpose: it is held across the login exchange so that concurrent
     /// requests needing a fresh token wait for one login instead of each starting their own.
     auth: Mutex<AuthState>,
+    /// The `ICN-Event-Seq` of the last successful answer that carried one (0: none yet).
+    last_event_seq: AtomicU64,
 }
 
 #[derive(Default)]
@@ -244,6 +248,17 @@ impl Client {
     /// The gateway's base URL.
     pub fn base_url(&self) -> &Url {
         &self.inner.base
+    }
+
+    /// The sequence number of the last event an operation of this client (or of a clone of it)
+    /// appended, from the `ICN-Event-Seq` header of the last successful answer that carried one
+    /// (contract 12): what [`Client::log_proof`] proves. `None` before any such answer. With
+    /// requests running concurrently on clones, it is whichever answer arrived last.
+    pub fn last_event_seq(&self) -> Option<u64> {
+        match self.inner.last_event_seq.load(Ordering::Relaxed) {
+            0 => None,
+            seq => Some(seq),
+        }
     }
 
     /// Logs in with `identity` for `coop_id` with `scopes`, and keeps the credentials so that
@@ -444,6 +459,11 @@ impl Client {
         let response = request.send().await.map_err(|e| Error::transport(&e))?;
         let status = response.status();
         let retry_after = retry_after(response.headers());
+        if status.is_success()
+            && let Some(seq) = event_seq(response.headers())
+        {
+            self.inner.last_event_seq.store(seq, Ordering::Relaxed);
+        }
         let body = response.bytes().await.map_err(|e| Error::transport(&e))?.to_vec();
         if status.is_success() {
             Ok(Answer { status, body })
@@ -469,6 +489,11 @@ impl Client {
     pub(crate) async fn call_empty(&self, call: Call) -> Result<()> {
         self.send(call).await.map(drop)
     }
+}
+
+/// The `ICN-Event-Seq` header: the last event the operation appended.
+fn event_seq(headers: &HeaderMap) -> Option<u64> {
+    headers.get("icn-event-seq")?.to_str().ok()?.trim().parse().ok().filter(|seq| *seq > 0)
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<u64> {

@@ -29,10 +29,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The coop's log (contract 12): [`Client::log_checkpoint`], [`Client::log_proof`] and the
+//! other `log_*` routes, [`verify_proof`] to check a proof of an entry offline against a C2SP
+//! tlog-policy, and [`Client::audit`] to check a coop's whole history (signatures, tree,
+//! consistency with the last audit, receipts) and replay its ledger against the live balances.
+//!
 //! The SDK is deliberately light: it depends on `gateway-core` for identifiers, scopes and
-//! exact amounts, and on no server crate. It does not verify governance receipts (that is
-//! `gateway_domain::governance::verify_receipt`, which `gatewayctl` uses), does not store
-//! tokens or keys on disk, and has no blocking API.
+//! exact amounts, on `gateway-tlog` (pure transparency-log primitives) for the log, and on no
+//! server crate. It checks the receipts it finds in a coop's log (the audit), but does not
+//! otherwise verify governance receipts (that is `gateway_domain::governance::verify_receipt`,
+//! which `gatewayctl` uses), does not store tokens or keys on disk, and has no blocking API.
 
 mod auth;
 mod client;
@@ -46,6 +52,7 @@ mod governance;
 mod identity;
 mod info;
 mod ledger;
+mod log;
 mod notifications;
 mod retry;
 mod signing;
@@ -70,9 +77,18 @@ pub use ledger::{
     Balance, BatchItemResult, BatchResult, ConversionRequest, HistoryQuery, PaymentRequest, Quote, QuoteRequest, Rate,
     Transaction, TransactionPage,
 };
+pub use log::{
+    AuditOptions, AuditReport, AuditState, LogEntry, LogError, Mismatch, PreviousCheckpoint, SignedCheckpoint,
+    VerifiedProof, WitnessCosignature, parse_log_keys, parse_policy, verify_parsed, verify_proof,
+};
 pub use notifications::{Notification, NotificationPage};
 pub use retry::{Attempts, RetryPolicy};
 pub use trust::{EdgeDirection, EdgeUpdate, ListedEdge, TrustEdge, TrustEdges, TrustScore};
+
+/// The transparency-log primitives the log's types are built on (C2SP signed notes,
+/// checkpoints, tiles, tlog-proof, tlog-policy; RFC 6962 trees), re-exported so that callers
+/// use the same version.
+pub use gateway_tlog as tlog;
 
 /// Every scope a member's role allows (all but `coop:write` and `oracle:write`): what a member
 /// asks for at login unless it needs less.

@@ -23,7 +23,17 @@ pub(crate) async fn pay(context: &Context, session: &LoggedIn, args: PayArgs) ->
     };
     let transaction =
         session.client.pay(session.coop()?, &payment, args.idempotency_key.as_deref()).await.context("paying")?;
-    context.out.show(&transaction, || paid_text(&transaction))
+    // The event the payment appended (none for a replayed answer), which the coop's log proves.
+    let event = session.client.last_event_seq();
+    context.out.show(&transaction, || {
+        let mut text = paid_text(&transaction);
+        if let Some(seq) = event {
+            text.push_str(&format!(
+                "\nevent {seq}: `gatewayctl log proof --seq {seq} --wait` and `gatewayctl log entry --seq {seq}` prove it"
+            ));
+        }
+        text
+    })
 }
 
 /// `paid 2.5 in hours to did:key:… (transaction …)`.

@@ -10,6 +10,7 @@ mod coop;
 mod governance;
 mod key;
 mod ledger;
+mod log;
 mod login;
 mod notifications;
 mod trust;
@@ -17,6 +18,7 @@ mod verify_request;
 mod watch;
 
 pub(crate) use governance::{EXIT_INVALID_RECEIPT, InvalidReceipt};
+pub(crate) use log::LogInvalid;
 
 use std::path::PathBuf;
 
@@ -188,6 +190,8 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Receipt(command) => governance::receipt(&context, command).await,
         // Neither does request evidence: the key is the signer's DID.
         Command::VerifyRequest { file } => verify_request::run(file.as_deref()),
+        // `log verify` and `log policy` need no login; the others log in themselves.
+        Command::Log(command) => log::run(&context, command).await,
         command => {
             let session = context.session().await?;
             let result = dispatch(&context, &session, command).await;
@@ -210,7 +214,7 @@ async fn dispatch(context: &Context, session: &LoggedIn, command: Command) -> an
         Command::Compute(command) => compute::run(context, session, command).await,
         Command::Watch(args) => watch::run(context, session, args).await,
         Command::Notifications(args) => notifications::run(context, session, args).await,
-        Command::Key(_) | Command::Login(_) | Command::Receipt(_) | Command::VerifyRequest { .. } => {
+        Command::Key(_) | Command::Login(_) | Command::Receipt(_) | Command::VerifyRequest { .. } | Command::Log(_) => {
             unreachable!("handled before logging in")
         }
     }

@@ -17,6 +17,9 @@ pub const START: u64 = 1_800_000_000;
 pub struct Gateway {
     pub url: String,
     pub clock: ManualClock,
+    /// The app's state: `state.log.checkpoint(&coop)` signs a coop's checkpoint on demand (no
+    /// background checkpointer runs here).
+    pub state: gateway_http::AppState,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -51,11 +54,11 @@ impl Gateway {
         let state = gateway_http::state::assemble(store, options).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let app = gateway_http::router(state);
+        let app = gateway_http::router(state.clone());
         let task = tokio::spawn(async move {
             let _ = gateway_http::serve(listener, app, std::future::pending()).await;
         });
-        Self { url, clock, task }
+        Self { url, clock, state, task }
     }
 
     /// A client sharing the gateway's clock, without retries (tests see every answer).
