@@ -16,7 +16,7 @@
 //!   Redis, three with Redis, alternated (needs the local PostgreSQL and Redis, or
 //!   `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`);
 //! - `ceiling` (alias `peer`): the authenticated balance read against the gateway, the HAProxy
-//!   peer of `shared/peers/` (when `haproxy` is installed), a bare axum server answering the same
+//!   peer of `xtask/peers/` (when `haproxy` is installed), a bare axum server answering the same
 //!   body and axum with an HS256 check (`cargo xtask baseline bare|jwt`, children of this
 //!   process), alternated for `--rounds` rounds, with `wrk --latency` as the generator when it is
 //!   on `PATH` (a Lua script cycling over 2,000 tokens and paths) and the built-in one otherwise;
@@ -80,6 +80,8 @@ struct Options {
     /// Alternations of the paired scenarios.
     rounds: usize,
     quick: bool,
+    /// `ceiling` only: the generator on CPU 0 and every system under test on CPU 1 (`taskset`).
+    pinned: bool,
 }
 
 impl Options {
@@ -95,9 +97,14 @@ impl Options {
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { seconds: 10, connections: 64, scenario: "all".into(), rounds: 3, quick: false };
+    let mut options =
+        Options { seconds: 10, connections: 64, scenario: "all".into(), rounds: 3, quick: false, pinned: false };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        if arg == "--pinned" {
+            options.pinned = true;
+            continue;
+        }
         if arg == "--quick" {
             options.quick = true;
             options.seconds = 1;

@@ -3,7 +3,7 @@
 //! gateway runs with its workers set up for a host of its own ([`DEDICATED`]: pinned, a 300 µs
 //! slice) and, beside it, with tokio's default workers; the ratios are the first's. Against:
 //!
-//! - the HAProxy peer of `shared/peers/haproxy-balance.cfg` (HS256 check, a per-subject counter,
+//! - the HAProxy peer of `xtask/peers/haproxy-balance.cfg` (HS256 check, a per-subject counter,
 //!   a constant body), when `haproxy` is installed;
 //! - `xtask baseline bare`: axum answering a constant body of the gateway's balance shape;
 //! - `xtask baseline jwt`: the same plus an HS256 bearer check with `jsonwebtoken`.
@@ -44,21 +44,14 @@ impl Drop for Peer {
 }
 
 /// Starts the HAProxy peer on a free port; `Ok(None)`, with a note, when `haproxy` is not
-/// installed or the peer's configuration (`shared/peers/` beside this checkout) is not there.
-fn start_peer() -> Result<Option<(Peer, String)>, String> {
+/// installed.
+fn start_peer(core: Option<&str>) -> Result<Option<(Peer, String)>, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("finding a free port: {e}"))?
         .port();
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peers/haproxy-balance.cfg");
-    if !config.exists() {
-        println!(
-            "\n(the peer's configuration, {}, is not beside this checkout: no peer comparison)\n",
-            config.display()
-        );
-        return Ok(None);
-    }
-    let child = Command::new("haproxy")
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/haproxy-balance.cfg");
+    let child = on_core(core, "haproxy")
         .arg("-f")
         .arg(&config)
         .env("JWT_SECRET", SECRET)
@@ -90,9 +83,9 @@ fn start_peer() -> Result<Option<(Peer, String)>, String> {
 
 /// `xtask baseline <mode>` answering `body`, started from this very executable (the release
 /// build in a full run, the debug build with `--quick`).
-fn start_baseline(mode: &str, body: &str) -> Result<Server, String> {
+fn start_baseline(mode: &str, body: &str, core: Option<&str>) -> Result<Server, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding the xtask executable: {e}"))?;
-    let mut command = Command::new(exe);
+    let mut command = on_core(core, exe);
     command.args(["baseline", mode, "--body", body]).env("ICN_GATEWAY_JWT_SECRET", SECRET);
     Server::spawn(command)
 }
@@ -204,8 +197,9 @@ fn wrk_available() -> bool {
 
 /// One `wrk` run against `addr`.
 fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result<Summary, String> {
-    let threads = wrk_threads(options);
-    let output = Command::new("wrk")
+    // Pinned: one thread on the generator's core.
+    let (threads, core) = if options.pinned { (1, Some(GENERATOR_CORE)) } else { (wrk_threads(options), None) };
+    let output = on_core(core, "wrk")
         .arg(format!("-t{threads}"))
         .arg(format!("-c{}", options.connections))
         .arg(format!("-d{seconds}s"))
@@ -285,7 +279,101 @@ fn wrk_millis(text: &str) -> Option<f64> {
 /// measured beside it.
 const DEDICATED: [&str; 4] = ["--pin-workers", "true", "--worker-slice-us", "300"];
 
+/// The core `--pinned` gives the generator, and the one it gives every system under test.
+const GENERATOR_CORE: &str = "0";
+const SYSTEM_CORE: &str = "1";
+
+/// `program` as a command, run by `taskset -c <core>` when a core is given.
+fn on_core(core: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match core {
+        Some(core) => {
+            let mut command = Command::new("taskset");
+            command.arg("-c").arg(core).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// `--pinned`: `wrk` (one thread) on CPU 0 and each system under test on CPU 1 (`taskset`), so
+/// the generator never takes a system's core: the gateway with tokio's default workers (one, on
+/// its one core), the HAProxy peer, bare axum and axum + JWT, alternated for `--rounds` rounds
+/// at `--connections`. Reports the gateway's requests/s and p99 as ratios to each.
+async fn pinned(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
+    if !wrk_available() {
+        return Err("--pinned needs wrk on PATH (`apt-get install -y wrk`): the built-in generator runs in this process, which is not pinned".into());
+    }
+    if Command::new("taskset").arg("--version").stdout(Stdio::null()).status().is_err() {
+        return Err("--pinned needs taskset (util-linux)".into());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if cores < 2 {
+        return Err(format!("--pinned needs two cores, this process may use {cores}"));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let store = format!("sqlite:{}", dir.join("pinned").join("bench.db").display());
+    std::fs::create_dir_all(dir.join("pinned")).map_err(|e| e.to_string())?;
+    let mut command = on_core(Some(SYSTEM_CORE), options.binary());
+    command
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--store", &store])
+        .args(["--open-enrollment", "true", "--trust-default", "0.9"])
+        .env("ICN_GATEWAY_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "warn,gatewayd=info");
+    let gateway = Server::spawn(command)?;
+    setup(&gateway.addr).await?;
+    let mut conn = Connection::open(&gateway.addr).await?;
+    let path = format!("/v1/ledger/{COOP}/balance/{}", did(1));
+    let (status, body) = conn.send("GET", &path, Some(&token(&did(1), &["ledger:read"])), None).await?;
+    if status != 200 {
+        return Err(format!("reading a balance: {status} {}", String::from_utf8_lossy(&body)));
+    }
+    let body = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
+    let bare = start_baseline("bare", &body, Some(SYSTEM_CORE))?;
+    let jwt = start_baseline("jwt", &body, Some(SYSTEM_CORE))?;
+    let peer = start_peer(Some(SYSTEM_CORE))?;
+    let mut targets = vec![("gateway balance read".to_owned(), gateway.addr.clone())];
+    if let Some((_, addr)) = &peer {
+        targets.push(("HAProxy peer".to_owned(), addr.clone()));
+    }
+    targets.push(("bare axum".to_owned(), bare.addr.clone()));
+    targets.push(("axum + JWT".to_owned(), jwt.addr.clone()));
+    let script = dir.join("ceiling.lua");
+    std::fs::write(&script, wrk_script()).map_err(|e| format!("writing {}: {e}", script.display()))?;
+    let warm_up = options.seconds.min(WARM_UP_SECONDS);
+    for (_, addr) in &targets {
+        run_wrk(&script, addr, options, warm_up)?;
+    }
+    println!(
+        "(pinned: wrk -t1 on CPU {GENERATOR_CORE}, every system on CPU {SYSTEM_CORE}; each served {warm_up} s first, not counted)\n"
+    );
+    let mut rounds: Vec<Vec<Summary>> = Vec::new();
+    for round in 1..=options.rounds {
+        let mut this = Vec::new();
+        for (name, addr) in &targets {
+            let summary = run_wrk(&script, addr, options, options.seconds)?;
+            table.row(&summary, &format!("round {round}: {name} (pinned)"));
+            this.push(summary);
+        }
+        rounds.push(this);
+    }
+    let n = rounds.len() as f64;
+    println!();
+    for (i, (name, _)) in targets.iter().enumerate().skip(1) {
+        let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
+        let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
+        println!("gateway / {name}, pinned, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+    }
+    let p99 = rounds.iter().map(|r| r[0].p99).sum::<f64>() / n;
+    let rps = rounds.iter().map(|r| r[0].rps).sum::<f64>() / n;
+    println!("gateway, pinned, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms\n");
+    drop(peer);
+    Ok(())
+}
+
 pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -> Result<(), String> {
+    if options.pinned {
+        return pinned(options, dir, table).await;
+    }
     let gateway = start_gateway(options, &dir.join("dedicated"), &DEDICATED)?;
     let default = start_gateway(options, &dir.join("default"), &[])?;
     // Idle: started, nothing asked of it yet.
@@ -302,9 +390,9 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
         return Err(format!("reading a balance: {status} {}", String::from_utf8_lossy(&body)));
     }
     let body = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
-    let bare = start_baseline("bare", &body)?;
-    let jwt = start_baseline("jwt", &body)?;
-    let peer = start_peer()?;
+    let bare = start_baseline("bare", &body, None)?;
+    let jwt = start_baseline("jwt", &body, None)?;
+    let peer = start_peer(None)?;
     let mut targets = vec![
         ("gateway balance read, dedicated workers".to_owned(), gateway.addr.clone()),
         ("gateway balance read, default workers".to_owned(), default.addr.clone()),

@@ -251,11 +251,14 @@ async fn drive_proofs(addr: &str, options: &Options) -> Result<super::Figures, S
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..options.connections {
-        let work: Vec<Work> = (0..64u64)
+        // Each request as another member (the per-DID limit is 1,000 a minute), each for another
+        // event.
+        let work: Vec<Work> = (0..PAYERS as u64)
             .map(|i| {
-                let seq = 1 + (c as u64 * 64 + i) * 7919 % (size - 1);
+                let n = c as u64 * PAYERS as u64 + i;
+                let seq = 1 + n * 7919 % (size - 1);
                 let path = format!("/v1/coops/{COOP}/log/proof?seq={seq}");
-                (token(&did(c % PAYERS), &["ledger:read"]), path, None::<Value>, None)
+                (token(&did((n % PAYERS as u64) as usize), &["ledger:read"]), path, None::<Value>, None)
             })
             .collect();
         tasks.push(tokio::spawn(request_loop(addr.to_owned(), Kind::Balance, work, None, stop.clone())));
