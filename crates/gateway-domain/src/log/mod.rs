@@ -179,8 +179,8 @@ impl Log {
         if let Err(Error::Internal(message)) = &result
             && message.starts_with(tiles::INTEGRITY)
         {
+            // Counted every round; said once per failing streak, by `run` (or the caller).
             failures.increment(1);
-            tracing::error!("{message}: checkpoint signing stopped for this coop");
         }
         if let Ok(Round::Signed { size }) = &result
             && let Some(transport) = &self.transport
@@ -328,7 +328,11 @@ impl Log {
                     Err(err) => {
                         // Said once per coop until it recovers.
                         if failing.insert(coop.clone()) {
-                            tracing::warn!(coop = %coop, "the log checkpointer failed: {err}");
+                            if err.to_string().contains(tiles::INTEGRITY) {
+                                tracing::error!(coop = %coop, "{err}: checkpoint signing stopped for this coop");
+                            } else {
+                                tracing::warn!(coop = %coop, "the log checkpointer failed: {err}");
+                            }
                         }
                     }
                 }

@@ -79,7 +79,10 @@ impl From<gateway_core::PageInfo> for PaginationDto {
     }
 }
 
-/// The `Idempotency-Key` of a request, scoped to the caller and coop, with the request's hash.
+/// The `Idempotency-Key` of a request, scoped to the caller and coop, with the request's hash:
+/// of its method, path and body, the body as canonical JSON (RFC 8785) when it is JSON, so that
+/// the same request sent again with its members in another order or other whitespace replays the
+/// stored answer instead of conflicting with it.
 pub fn idempotency(
     headers: &HeaderMap,
     caller: &Caller,
@@ -101,7 +104,8 @@ pub fn idempotency(
     hash.update(b"POST ");
     hash.update(path.as_bytes());
     hash.update(b"\n");
-    hash.update(body);
+    let canonical = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| serde_jcs::to_vec(&v).ok());
+    hash.update(canonical.as_deref().unwrap_or(body));
     Ok(Some(Idempotency {
         key: format!("{coop}\u{1f}{}\u{1f}{key}", caller.did),
         request_hash: hex::encode(hash.finalize()),

@@ -259,3 +259,33 @@ async fn stored_results_and_earlier_http_answers_replay_as_they_were() {
         assert_eq!(balance(&app, &tokens[0], 2).await, json!(0));
     }
 }
+
+/// The same request sent again with its JSON members in another order and other whitespace is
+/// the same request: its stored answer is replayed. Another amount is another request: 409.
+#[tokio::test]
+async fn a_key_replays_the_same_json_in_any_order_or_spacing() {
+    for app in TestApp::every_store().await {
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let raw = |text: String| {
+            Request::builder()
+                .method(Method::POST)
+                .uri("/v1/ledger/c1/payment")
+                .header(header::AUTHORIZATION, format!("Bearer {}", tokens[0]))
+                .header(header::CONTENT_TYPE, "application/json")
+                .header("idempotency-key", "reordered")
+                .body(Body::from(text))
+                .unwrap()
+        };
+        let (from, to) = (did_of(2), did_of(3));
+        let first = app.send(raw(format!(r#"{{"from":"{from}","to":"{to}","amount":2.5,"currency":"hours"}}"#))).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+        let again = app
+            .send(raw(format!("{{\n  \"currency\": \"hours\",\n  \"amount\": 2.5,\n  \"to\": \"{to}\",\n  \"from\": \"{from}\"\n}}")))
+            .await;
+        assert_eq!((again.status, &again.body), (first.status, &first.body), "{:?}", app.backend);
+        assert!(replayed(&again));
+        let other = app.send(raw(format!(r#"{{"currency":"hours","amount":2.6,"to":"{to}","from":"{from}"}}"#))).await;
+        other.assert_error(409, "CONFLICT");
+        assert_eq!(history_total(&app, &tokens[0]).await, 1);
+    }
+}
