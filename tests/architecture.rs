@@ -286,3 +286,22 @@ fn the_error_body_has_one_renderer() {
         "where the error body is written (openapi.rs declares its schema only)"
     );
 }
+
+/// `gateway-limits` is a crate another service can embed: nothing in it names this gateway's
+/// metrics (`icn_…`); the gateway gives its names with `set_metric_names`.
+#[test]
+fn the_limiter_crate_names_no_metric_of_the_gateway() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/gateway-limits");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 5, "the walk found the crate: {}", files.len());
+    let prefix = concat!("icn", "_");
+    let mut named = Vec::new();
+    for path in files.iter().chain([root.join("README.md")].iter()) {
+        let text = std::fs::read_to_string(path).expect("source");
+        if text.contains(prefix) {
+            named.push(path.display().to_string());
+        }
+    }
+    assert!(named.is_empty(), "gateway metric names in gateway-limits: {named:?}");
+}

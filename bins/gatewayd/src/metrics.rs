@@ -112,13 +112,13 @@ const FAMILIES: &[Family] = &[
         Some(("code", &["AUTHORIZATION_FAILED", "INSUFFICIENT_TRUST"])),
     ),
     family(
-        "icn_gateway_rate_limit_exceeded_total",
+        gateway_http::limits::METRIC_NAMES.rate_limit_exceeded_total,
         Kind::Counter,
         "Requests refused 429 by a rate-limit layer (ip, did or velocity).",
         Some(("layer", LAYERS)),
     ),
     family(
-        gateway_limits::RATE_LIMIT_BACKEND_ERRORS_TOTAL,
+        gateway_http::limits::METRIC_NAMES.rate_limit_backend_errors_total,
         Kind::Counter,
         "Limit checks the shared backend (Redis) could not answer; each fell back or was refused 503.",
         Some(("layer", LAYERS)),
@@ -132,18 +132,23 @@ const FAMILIES: &[Family] = &[
     ),
     // Misbehaviour.
     family(
-        gateway_limits::misbehavior::VIOLATIONS_TOTAL,
+        gateway_http::limits::METRIC_NAMES.violations_total,
         Kind::Counter,
         "Client protocol violations, by type; an address with too many is quarantined.",
         Some(("violation_type", VIOLATION_TYPES)),
     ),
     family(
-        gateway_limits::misbehavior::AUTO_BANS_TOTAL,
+        gateway_http::limits::METRIC_NAMES.auto_bans_total,
         Kind::Counter,
         "Client addresses quarantined for repeated protocol violations.",
         None,
     ),
-    family(gateway_limits::misbehavior::QUARANTINED_PEERS, Kind::Gauge, "Client addresses quarantined now.", None),
+    family(
+        gateway_http::limits::METRIC_NAMES.quarantined_peers,
+        Kind::Gauge,
+        "Client addresses quarantined now.",
+        None,
+    ),
     // Backends.
     family(
         "icn_network_connections_active",

@@ -26,6 +26,15 @@ use ipnet::IpNet;
 
 use crate::error::ApiError;
 
+/// The names of the limiter crate's metrics in this gateway (contract 10's families).
+pub const METRIC_NAMES: gateway_limits::MetricNames = gateway_limits::MetricNames {
+    rate_limit_exceeded_total: "icn_gateway_rate_limit_exceeded_total",
+    rate_limit_backend_errors_total: "icn_gateway_rate_limit_backend_errors_total",
+    violations_total: "icn_misbehavior_violations_total",
+    auto_bans_total: "icn_misbehavior_auto_bans_total",
+    quarantined_peers: "icn_misbehavior_quarantined_peers",
+};
+
 /// What payments do while the shared backend cannot count them (`--redis-velocity-fallback`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum VelocityFallback {

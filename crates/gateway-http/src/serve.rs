@@ -237,7 +237,7 @@ impl Connection {
 /// `details.limit`), counted as an `ip` denial in `icn_gateway_rate_limit_exceeded_total`, then
 /// close; over TLS, after a handshake of at most a second.
 async fn refuse_connection(socket: TcpStream, tls: Option<TlsAcceptor>, cap: usize) {
-    metrics::counter!(gateway_limits::RATE_LIMIT_EXCEEDED_TOTAL, "layer" => "ip").increment(1);
+    metrics::counter!(crate::limits::METRIC_NAMES.rate_limit_exceeded_total, "layer" => "ip").increment(1);
     match tls {
         None => refuse_on(socket, cap).await,
         Some(acceptor) => {

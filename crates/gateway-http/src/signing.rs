@@ -209,7 +209,7 @@ async fn verify(state: &AppState, parts: &Parts, body: &[u8], caller: &Caller) -
 /// unexpired nonces as it may: the gateway would have to remember one more for it, and it does
 /// not forget one to make room.
 fn signer_full(limit: usize, retry_after_secs: u64) -> Response {
-    metrics::counter!(gateway_limits::RATE_LIMIT_EXCEEDED_TOTAL, "layer" => "did").increment(1);
+    metrics::counter!(crate::limits::METRIC_NAMES.rate_limit_exceeded_total, "layer" => "did").increment(1);
     ApiError::from(Error::RateLimited {
         message: format!(
             "too many signed requests still valid: a signer may have at most {limit} unexpired signature nonces at once; retry in {retry_after_secs} s, or sign with a shorter lifetime"

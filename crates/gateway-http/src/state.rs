@@ -259,6 +259,9 @@ pub async fn assemble<S: GatewayStore>(
     options: AssembleOptions,
 ) -> Result<AppState, gateway_core::Error> {
     let clock = options.clock.clone();
+    // The limiter crate's metrics under this gateway's names (the first gateway of a process
+    // sets them; every one sets the same).
+    gateway_limits::set_metric_names(crate::limits::METRIC_NAMES);
     let resolver: Arc<dyn DidResolver> = Arc::new(gateway_core::KeyDidResolver);
     let tokens =
         Arc::new(gateway_auth::TokenService::new(options.token, clock.clone()).map_err(gateway_core::Error::from)?);

@@ -107,7 +107,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         Self { table: Table::new(max_keys), clock, metric_layer: None }
     }
 
-    /// Counts every denial in `icn_gateway_rate_limit_exceeded_total` under the label
+    /// Counts every denial in the denials counter ([`crate::MetricNames`]) under the label
     /// `layer = layer`, so one gateway limiter per layer shows up as its own series.
     pub fn with_metric_layer(mut self, layer: &'static str) -> Self {
         self.metric_layer = Some(layer);

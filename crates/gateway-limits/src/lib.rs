@@ -11,8 +11,9 @@
 //! the quota can change on every check; the velocity limiter keeps a short log of timestamps
 //! per payer. Both read time from a [`Clock`], evict idle keys without changing any decision,
 //! and are bounded in the number of keys they hold. [`RateLimitLayer`] applies a keyed limiter
-//! to `http` requests as a tower middleware, and every denial increments
-//! [`RATE_LIMIT_EXCEEDED_TOTAL`] through the `metrics` facade.
+//! to `http` requests as a tower middleware, and every denial increments a counter through the
+//! `metrics` facade, under the names [`MetricNames`] gives (the embedding service's own, set once
+//! with [`set_metric_names`]).
 //!
 //! Replicas that must share one allowance plug a [`SharedBackend`] (the gateway's is Redis, in
 //! its own crate) into [`SharedLimits`], which keeps refused keys in a local [`BlockCache`] so
@@ -41,15 +42,51 @@ pub use policy::{
 };
 pub use quota::Quota;
 pub use service::{RateLimit, RateLimitLayer};
-pub use shared::{
-    BackendFuture, BackendUnavailable, BlockCache, RATE_LIMIT_BACKEND_ERRORS_TOTAL, SharedBackend, SharedLimits,
-    SharedPermit,
-};
+pub use shared::{BackendFuture, BackendUnavailable, BlockCache, SharedBackend, SharedLimits, SharedPermit};
 pub use trust::{StaticTrustScores, TrustScores};
 pub use velocity::{VELOCITY_WINDOW, VelocityDenied, VelocityLimiter, VelocityPermit};
 
-/// The counter incremented on every denial, labelled `layer` (`ip`, `did` or `velocity`).
-pub const RATE_LIMIT_EXCEEDED_TOTAL: &str = "icn_gateway_rate_limit_exceeded_total";
+/// The names under which this crate records its metrics through the `metrics` facade. A
+/// service embedding the crate sets its own once, at start, with [`set_metric_names`]; until
+/// then (or without) the crate records under [`MetricNames::DEFAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricNames {
+    /// Counter of denials, labelled `layer` (`ip`, `did` or `velocity`).
+    pub rate_limit_exceeded_total: &'static str,
+    /// Counter of limit checks the shared backend could not answer, labelled `layer`.
+    pub rate_limit_backend_errors_total: &'static str,
+    /// Counter of protocol violations, labelled `violation_type`.
+    pub violations_total: &'static str,
+    /// Counter of quarantines started.
+    pub auto_bans_total: &'static str,
+    /// Gauge of client addresses quarantined now.
+    pub quarantined_peers: &'static str,
+}
+
+impl MetricNames {
+    /// The crate's own names.
+    pub const DEFAULT: MetricNames = MetricNames {
+        rate_limit_exceeded_total: "rate_limit_exceeded_total",
+        rate_limit_backend_errors_total: "rate_limit_backend_errors_total",
+        violations_total: "misbehavior_violations_total",
+        auto_bans_total: "misbehavior_auto_bans_total",
+        quarantined_peers: "misbehavior_quarantined_peers",
+    };
+}
+
+static METRIC_NAMES: std::sync::OnceLock<MetricNames> = std::sync::OnceLock::new();
+
+/// Sets the names this crate's metrics are recorded under, for the life of the process. The
+/// first call wins; a later call with other names is refused (`false`), one with the same names
+/// accepted.
+pub fn set_metric_names(names: MetricNames) -> bool {
+    *METRIC_NAMES.get_or_init(|| names) == names
+}
+
+/// The names this crate's metrics are recorded under now.
+pub fn metric_names() -> MetricNames {
+    METRIC_NAMES.get().copied().unwrap_or(MetricNames::DEFAULT)
+}
 
 /// Compiles and runs the README's sample as a doctest.
 #[cfg(doctest)]
@@ -58,5 +95,5 @@ struct ReadmeDoctests;
 
 /// Counts one denial by `layer`.
 fn record_denial(layer: &'static str) {
-    metrics::counter!(RATE_LIMIT_EXCEEDED_TOTAL, "layer" => layer).increment(1);
+    metrics::counter!(metric_names().rate_limit_exceeded_total, "layer" => layer).increment(1);
 }

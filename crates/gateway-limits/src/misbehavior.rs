@@ -3,10 +3,10 @@
 //! A client that keeps presenting crafted credentials (bad login signatures, forged tokens,
 //! replayed challenges) is not just unlucky: an address with `threshold` such violations within
 //! `window` is quarantined for `quarantine` (contract 10: 50 within 5 minutes, 15 minutes).
-//! Every violation counts in `icn_misbehavior_violations_total` by type, each quarantine in
-//! `icn_misbehavior_auto_bans_total` and is logged once, at warn, here (so whichever transport
-//! reported the violation, the quarantine is logged the same way); the addresses quarantined now
-//! are the gauge `icn_misbehavior_quarantined_peers` ([`Misbehavior::export_quarantined_now`]).
+//! Every violation counts in the violations counter by type, each quarantine in the auto-bans
+//! counter and is logged once, at warn, here (so whichever transport reported the violation, the
+//! quarantine is logged the same way); the addresses quarantined now are the quarantined-peers
+//! gauge ([`Misbehavior::export_quarantined_now`]). Their names are [`crate::MetricNames`]'.
 //!
 //! Only violations that need a crafted credential count toward a quarantine
 //! ([`Violation::counts_toward_quarantine`]). A hostile web page can make its visitors' browsers
@@ -28,13 +28,6 @@ use crate::clock::{Clock, now_nanos, to_nanos};
 use crate::keyed::DEFAULT_MAX_KEYS;
 use crate::policy::ip_key;
 use crate::table::{Expiring, Table};
-
-/// The counter of violations, labelled `violation_type`.
-pub const VIOLATIONS_TOTAL: &str = "icn_misbehavior_violations_total";
-/// The counter of quarantines begun.
-pub const AUTO_BANS_TOTAL: &str = "icn_misbehavior_auto_bans_total";
-/// The gauge of addresses quarantined now.
-pub const QUARANTINED_PEERS: &str = "icn_misbehavior_quarantined_peers";
 
 /// The client's address as the gateway's edge decided it (the peer, or what a trusted proxy
 /// forwarded), left on each request for whatever later reports a violation; `exempt` when the
@@ -169,7 +162,7 @@ impl<C: Clock> Misbehavior<C> {
     /// started one. A quarantine begun here is logged (once, at warn) and counted here, and the
     /// gauge of quarantined addresses updated.
     pub fn record(&self, ip: IpAddr, violation: Violation) -> Option<Duration> {
-        metrics::counter!(VIOLATIONS_TOTAL, "violation_type" => violation.as_str()).increment(1);
+        metrics::counter!(crate::metric_names().violations_total, "violation_type" => violation.as_str()).increment(1);
         if !violation.counts_toward_quarantine() {
             return None;
         }
@@ -202,7 +195,7 @@ impl<C: Clock> Misbehavior<C> {
             })
             .unwrap_or(false);
         if banned {
-            metrics::counter!(AUTO_BANS_TOTAL).increment(1);
+            metrics::counter!(crate::metric_names().auto_bans_total).increment(1);
             self.export_quarantined_now();
             tracing::warn!(
                 client = %ip,
@@ -222,12 +215,12 @@ impl<C: Clock> Misbehavior<C> {
         self.table.count(|record| record.until > now)
     }
 
-    /// Sets the gauge `icn_misbehavior_quarantined_peers` to [`Misbehavior::quarantined_now`]
+    /// Sets the quarantined-peers gauge ([`crate::MetricNames`]) to [`Misbehavior::quarantined_now`]
     /// and returns it. Called when a quarantine begins and by the binary before each scrape
     /// (and on a timer), so the gauge goes down as quarantines expire.
     pub fn export_quarantined_now(&self) -> usize {
         let count = self.quarantined_now();
-        metrics::gauge!(QUARANTINED_PEERS).set(count as f64);
+        metrics::gauge!(crate::metric_names().quarantined_peers).set(count as f64);
         count
     }
 

@@ -8,8 +8,8 @@
 //! by itself until then, and a client hammering a limit costs no round trip.
 //!
 //! This module does no I/O of its own and decides nothing about what happens when the backend
-//! is unavailable: it reports [`BackendUnavailable`] (and counts it in
-//! [`RATE_LIMIT_BACKEND_ERRORS_TOTAL`]) and the embedding service picks the fallback (the local
+//! is unavailable: it reports [`BackendUnavailable`] (and counts it in the counter
+//! [`crate::MetricNames::rate_limit_backend_errors_total`] names) and the embedding service picks the fallback (the local
 //! limiters for request limits, a refusal for logins).
 
 use std::fmt;
@@ -24,10 +24,6 @@ use crate::keyed::{Admission, DEFAULT_MAX_KEYS, Denial};
 use crate::quota::Quota;
 use crate::table::{Expiring, Table};
 use crate::velocity::VelocityDenied;
-
-/// The counter of limit checks the shared backend could not answer (each then fell back or was
-/// refused), labelled `layer`.
-pub const RATE_LIMIT_BACKEND_ERRORS_TOTAL: &str = "icn_gateway_rate_limit_backend_errors_total";
 
 /// What a backend operation returns: its answer, or that the backend could not give one.
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BackendUnavailable>> + Send + 'a>>;
@@ -225,7 +221,7 @@ impl<C: Clock> SharedLimits<C> {
 }
 
 fn record_backend_error(layer: &'static str) {
-    metrics::counter!(RATE_LIMIT_BACKEND_ERRORS_TOTAL, "layer" => layer).increment(1);
+    metrics::counter!(crate::metric_names().rate_limit_backend_errors_total, "layer" => layer).increment(1);
 }
 
 #[cfg(test)]

@@ -280,7 +280,9 @@ async fn a_key_replays_the_same_json_in_any_order_or_spacing() {
         let first = app.send(raw(format!(r#"{{"from":"{from}","to":"{to}","amount":2.5,"currency":"hours"}}"#))).await;
         assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
         let again = app
-            .send(raw(format!("{{\n  \"currency\": \"hours\",\n  \"amount\": 2.5,\n  \"to\": \"{to}\",\n  \"from\": \"{from}\"\n}}")))
+            .send(raw(format!(
+                "{{\n  \"currency\": \"hours\",\n  \"amount\": 2.5,\n  \"to\": \"{to}\",\n  \"from\": \"{from}\"\n}}"
+            )))
             .await;
         assert_eq!((again.status, &again.body), (first.status, &first.body), "{:?}", app.backend);
         assert!(replayed(&again));

@@ -1,6 +1,7 @@
-//! Every denial, and only a denial, increments `icn_gateway_rate_limit_exceeded_total` under
-//! its layer's label; every violation counts in `icn_misbehavior_violations_total`, and
-//! `icn_misbehavior_quarantined_peers` follows the quarantines, down as well as up.
+//! Every denial, and only a denial, increments the denials counter under its layer's label;
+//! every violation counts in the violations counter, and the quarantined-peers gauge follows the
+//! quarantines, down as well as up; all under the crate's default names ([`MetricNames::DEFAULT`]),
+//! which these tests never change.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -8,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gateway_limits::{
-    DidTier, ManualClock, Misbehavior, QuarantinePolicy, RATE_LIMIT_EXCEEDED_TOTAL, TrustClass, VelocityLimiter,
-    Violation, did_limiter, ip_limiter, ip_quota,
+    DidTier, ManualClock, MetricNames, Misbehavior, QuarantinePolicy, TrustClass, VelocityLimiter, Violation,
+    did_limiter, ip_limiter, ip_quota,
 };
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 
@@ -22,7 +23,7 @@ struct CountingRecorder {
 
 impl CountingRecorder {
     fn denials(&self, layer: &'static str) -> u64 {
-        let key = Key::from_parts(RATE_LIMIT_EXCEEDED_TOTAL, vec![Label::new("layer", layer)]);
+        let key = Key::from_parts(MetricNames::DEFAULT.rate_limit_exceeded_total, vec![Label::new("layer", layer)]);
         self.counters.lock().unwrap().get(&key).map_or(0, |c| c.load(Ordering::SeqCst))
     }
 
@@ -92,7 +93,7 @@ fn each_layer_counts_its_denials() {
 /// addresses rises when one begins and falls when it expires.
 #[test]
 fn violations_count_and_the_quarantine_gauge_follows_expiry() {
-    use gateway_limits::misbehavior::{AUTO_BANS_TOTAL, QUARANTINED_PEERS, VIOLATIONS_TOTAL};
+    let names = MetricNames::DEFAULT;
     let recorder = CountingRecorder::default();
     let clock = ManualClock::new();
     let policy = QuarantinePolicy {
@@ -113,14 +114,14 @@ fn violations_count_and_the_quarantine_gauge_follows_expiry() {
         }
     });
     let violations = |kind: Violation| {
-        recorder.counter(Key::from_parts(VIOLATIONS_TOTAL, vec![Label::new("violation_type", kind.as_str())]))
+        recorder.counter(Key::from_parts(names.violations_total, vec![Label::new("violation_type", kind.as_str())]))
     };
     assert_eq!(violations(Violation::WsProtocol), 10);
     assert_eq!(violations(Violation::OversizedBody), 10);
     assert_eq!(violations(Violation::ForgedToken), 3);
-    assert_eq!(recorder.counter(Key::from_name(AUTO_BANS_TOTAL)), 1);
-    assert_eq!(recorder.gauge(QUARANTINED_PEERS), Some(1.0), "set when the quarantine began");
+    assert_eq!(recorder.counter(Key::from_name(names.auto_bans_total)), 1);
+    assert_eq!(recorder.gauge(names.quarantined_peers), Some(1.0), "set when the quarantine began");
     clock.advance(std::time::Duration::from_secs(900));
     metrics::with_local_recorder(&recorder, || assert_eq!(tracker.export_quarantined_now(), 0));
-    assert_eq!(recorder.gauge(QUARANTINED_PEERS), Some(0.0), "down once it expired");
+    assert_eq!(recorder.gauge(names.quarantined_peers), Some(0.0), "down once it expired");
 }
