@@ -589,6 +589,11 @@ impl GatewayConfig {
             .iter()
             .map(|text| text.parse::<gateway_domain::log::WitnessConfig>().map_err(anyhow::Error::msg))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        // One witness counts once toward the quorum, however often it is listed.
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(twice) = witnesses.iter().find(|w| !names.insert(w.name.as_str())) {
+            anyhow::bail!("witness {} is listed twice", twice.name);
+        }
         let witness_quorum = settings.witness_quorum.or(file.witness_quorum).unwrap_or(0);
         if witness_quorum > witnesses.len() {
             anyhow::bail!(
@@ -755,6 +760,31 @@ mod tests {
 
     fn settings() -> Settings {
         Settings { jwt_secret: Some(SECRET.into()), ..Settings::default() }
+    }
+
+    /// A witness counts once toward the quorum: listed twice, it is refused; a quorum above the
+    /// witnesses listed is refused; a malformed one names itself.
+    #[test]
+    fn witnesses_and_their_quorum_are_checked() {
+        let vkey = "bakery.example/witness+bd6ff1b7+BOwaO6C/5dQXwUny2jipgBrk4UxOK92Ui1GXX6Q2+VEl";
+        let one = format!("bakery.example/witness={vkey}@https://a.example");
+        let twice = Settings {
+            witnesses: vec![one.clone(), one.replace("a.example", "b.example")],
+            witness_quorum: Some(2),
+            ..settings()
+        };
+        let err = GatewayConfig::resolve(twice).unwrap_err().to_string();
+        assert!(err.contains("listed twice"), "{err}");
+        let short = Settings { witnesses: vec![one.clone()], witness_quorum: Some(2), ..settings() };
+        let err = GatewayConfig::resolve(short).unwrap_err().to_string();
+        assert!(err.contains("more than the 1 witness"), "{err}");
+        let bad = Settings { witnesses: vec![format!("other={vkey}@https://a.example")], ..settings() };
+        let err = GatewayConfig::resolve(bad).unwrap_err().to_string();
+        assert!(err.contains("its vkey names"), "{err}");
+        let good = Settings { witnesses: vec![one], witness_quorum: Some(1), ..settings() };
+        let config = GatewayConfig::resolve(good).unwrap();
+        assert_eq!((config.witnesses.len(), config.witness_quorum), (1, 1));
+        assert_eq!(config.witnesses[0].url, "https://a.example");
     }
 
     #[test]

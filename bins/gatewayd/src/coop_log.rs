@@ -12,6 +12,9 @@ use gateway_store::Store;
 /// How long a witness has to answer one checkpoint.
 const WITNESS_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The longest answer read from a witness (a few cosignature lines are a few hundred bytes).
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+
 /// `POST <url>/add-checkpoint` over HTTP(S), rustls with the platform's trust store.
 #[derive(Debug)]
 pub struct HttpWitnesses {
@@ -51,7 +54,13 @@ impl WitnessTransport for HttpWitnesses {
             .await
             .map_err(unavailable)?;
         let status = response.status().as_u16();
+        if response.content_length().is_some_and(|length| length > MAX_ANSWER_BYTES) {
+            return Err(Error::ServiceUnavailable(format!("witness {url}: an answer over {MAX_ANSWER_BYTES} bytes")));
+        }
         let bytes = response.bytes().await.map_err(unavailable)?;
+        if bytes.len() as u64 > MAX_ANSWER_BYTES {
+            return Err(Error::ServiceUnavailable(format!("witness {url}: an answer over {MAX_ANSWER_BYTES} bytes")));
+        }
         match status {
             200 => Ok(WitnessAnswer::Cosigned(bytes.to_vec())),
             409 => gateway_tlog::witness::parse_conflict_size(&bytes)

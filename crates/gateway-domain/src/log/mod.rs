@@ -115,6 +115,8 @@ pub struct Log {
     transport: Option<Arc<dyn WitnessTransport>>,
     /// The tree size each witness last cosigned, by coop and witness name.
     witnessed: Arc<std::sync::Mutex<std::collections::HashMap<(CoopId, String), u64>>>,
+    /// Coops whose checkpoint is with the witnesses now.
+    witnessing: Arc<std::sync::Mutex<BTreeSet<CoopId>>>,
 }
 
 /// What one checkpointing round did for a coop.
@@ -146,7 +148,17 @@ impl Log {
         clock: Arc<dyn Clock>,
         config: LogConfig,
     ) -> Self {
-        Self { transactor, reads, gov, keys, clock, config, transport: None, witnessed: Arc::default() }
+        Self {
+            transactor,
+            reads,
+            gov,
+            keys,
+            clock,
+            config,
+            transport: None,
+            witnessed: Arc::default(),
+            witnessing: Arc::default(),
+        }
     }
 
     /// The log, sending each new checkpoint to the configured witnesses through `transport`.
@@ -187,7 +199,18 @@ impl Log {
             && !self.config.witnesses.is_empty()
             && let Ok(coop) = CoopId::parse(&label)
         {
-            self.witness(transport.as_ref(), &coop, *size).await;
+            // In a task of its own, one at a time per coop: a slow witness delays no other
+            // coop's checkpoint (a round while one is in flight leaves its checkpoint to the next).
+            let first = self.witnessing.lock().map(|mut busy| busy.insert(coop.clone())).unwrap_or(false);
+            if first {
+                let (log, transport, size) = (self.clone(), transport.clone(), *size);
+                tokio::spawn(async move {
+                    log.witness(transport.as_ref(), &coop, size).await;
+                    if let Ok(mut busy) = log.witnessing.lock() {
+                        busy.remove(&coop);
+                    }
+                });
+            }
         }
         if result.is_ok() {
             failures.increment(0);
@@ -251,15 +274,8 @@ impl Log {
         let cosigned = note.to_string();
         let coop = coop.clone();
         let stored = transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move {
-                // Only onto the checkpoint it cosigned: a newer one may have been signed since.
-                match tx.log_head(&coop, true).await? {
-                    Some(head) if head.checkpoint.as_deref() == Some(note_text.as_str()) => {
-                        tx.update_log(&coop, &LogHead { checkpoint: Some(cosigned), ..head }).await
-                    }
-                    _ => Ok(()),
-                }
-            })
+            // Only onto the checkpoint it cosigned: a newer one may have been signed since.
+            Box::pin(async move { tx.replace_checkpoint(&coop, &note_text, &cosigned).await.map(|_| ()) })
         })
         .await;
         if let Err(err) = stored {
@@ -341,7 +357,14 @@ impl Log {
     }
 
     async fn behind(&self) -> Result<Vec<CoopId>, Error> {
-        transaction(self.transactor.as_ref(), |tx| Box::pin(async move { tx.coops_behind_log(1_000).await })).await
+        // Logs with unsigned entries too, when this process can sign: a coop that went quiet
+        // after a round that could not sign (its keys locked then, or another replica's) still
+        // gets its checkpoint.
+        let unsigned = self.keys.available();
+        transaction(self.transactor.as_ref(), move |tx| {
+            Box::pin(async move { tx.coops_behind_log(1_000, unsigned).await })
+        })
+        .await
     }
 
     /// The coop's latest signed checkpoint (503 before the first).
@@ -611,11 +634,13 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
         Some(head) => head,
         None if tx.has_log(coop).await? => return Ok(Round::Idle),
         None => {
-            // A coop from before the log: its state now, with the events numbered so far.
+            // A coop from before the log: its state now, with the events numbered so far. The
+            // counter first: once it is held no event is numbered, so everything read after it
+            // (the settings included) is the state after event `after_seq`.
+            let after_seq = tx.lock_event_counter(coop).await?;
             let Some(record) = tx.coop(coop).await? else {
                 return Ok(Round::Idle);
             };
-            let after_seq = tx.lock_event_counter(coop).await?;
             let members = tx.all_members(coop).await?;
             let balances = tx.all_balances(coop).await?;
             let key = tx.current_signing_key(coop).await?;
@@ -627,7 +652,9 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
                 receipt_key: key.as_ref(),
             };
             start(tx, coop, after_seq, opened_entry(&snapshot, now)?).await?;
-            tx.log_head(coop, true).await?.ok_or_else(|| Error::Internal("a log just opened has no head".into()))?
+            // Committed without a signature: signing takes the receipt-key row, which a close
+            // takes before the event counter this round holds; the next round signs.
+            return Ok(Round::Unsigned { size: 1, reason: "log_opened" });
         }
     };
     let mut tiles = Tiles::default();

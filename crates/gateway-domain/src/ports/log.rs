@@ -61,8 +61,13 @@ pub trait LogTx: Send {
     /// Every non-zero balance of the coop: `(account, currency, balance)`, by account then
     /// currency.
     async fn all_balances(&mut self, coop: &CoopId) -> Result<Vec<(String, Currency, Amount)>, Error>;
-    /// Coops whose log is behind their events, or that have none yet, at most `limit`.
-    async fn coops_behind_log(&mut self, limit: u32) -> Result<Vec<CoopId>, Error>;
+    /// Coops whose log is behind their events, or that have none yet, and, with `unsigned`,
+    /// whose log holds entries no checkpoint signed yet; at most `limit`.
+    async fn coops_behind_log(&mut self, limit: u32, unsigned: bool) -> Result<Vec<CoopId>, Error>;
+    /// Replaces the coop's published checkpoint `old` by `new` (the same checkpoint with its
+    /// cosignatures), waiting for the head if another unit of work holds it; `false` when the
+    /// published checkpoint is no longer `old`.
+    async fn replace_checkpoint(&mut self, coop: &CoopId, old: &str, new: &str) -> Result<bool, Error>;
 }
 
 /// Log reads outside a unit of work, for the log's HTTP routes and the audits.

@@ -163,14 +163,25 @@ impl LogTx for Conn<'_> {
             .collect()
     }
 
-    async fn coops_behind_log(&mut self, limit: u32) -> Result<Vec<CoopId>, Error> {
+    async fn coops_behind_log(&mut self, limit: u32, unsigned: bool) -> Result<Vec<CoopId>, Error> {
         let rows: Vec<String> = self
             .fetch_all(
                 "SELECT c.coop_id FROM event_counters c LEFT JOIN coop_logs l ON l.coop_id = c.coop_id \
-                 WHERE l.coop_id IS NULL OR c.seq > l.after_seq + l.size - 1 ORDER BY c.coop_id LIMIT $1",
-                args![i64::from(limit)],
+                 WHERE l.coop_id IS NULL OR c.seq > l.after_seq + l.size - 1 OR ($2 = 1 AND l.signed_size < l.size) \
+                 ORDER BY c.coop_id LIMIT $1",
+                args![i64::from(limit), i64::from(unsigned)],
             )
             .await?;
         rows.iter().map(|id| parse_coop(id)).collect()
+    }
+
+    async fn replace_checkpoint(&mut self, coop: &CoopId, old: &str, new: &str) -> Result<bool, Error> {
+        let changed = self
+            .execute(
+                "UPDATE coop_logs SET checkpoint = $3 WHERE coop_id = $1 AND checkpoint = $2",
+                args![coop.as_str(), old, new],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 }
