@@ -31,6 +31,9 @@
 //! - `log`: the coop's log: payments with its checkpointer running and paused, how soon a
 //!   payment is in a signed (and a witness-cosigned) checkpoint at 500 payments/s, proof reads,
 //!   and its storage per entry (see `bench/log.rs`).
+//! - `export`: the treasurer's export of a coop whose log holds 1,000,000 payments (seeded with
+//!   the `sqlite3` shell), as CSV and Beancount: seconds, MB/s and the gateway's RSS growth (see
+//!   `bench/export.rs`).
 //!
 //! Full runs build `gatewayd` and this harness with the release profile and run the harness from
 //! that build (re-running itself), so that the generator and the axum baselines are optimised as
@@ -42,6 +45,7 @@
 //! therefore pessimistic.
 
 mod ceiling;
+mod export;
 mod log;
 mod login;
 mod mixed;
@@ -70,8 +74,9 @@ const PAYMENTS_PER_PAYER_HOUR: usize = 200;
 const READERS: usize = 4096;
 
 /// The scenarios `--scenario` accepts.
-const SCENARIOS: &[&str] =
-    &["all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed", "log"];
+const SCENARIOS: &[&str] = &[
+    "all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed", "log", "export",
+];
 
 struct Options {
     seconds: u64,
@@ -611,6 +616,9 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
     }
     if options.wants("log") {
         log::scenario(options, &dir.join("log"), table).await?;
+    }
+    if options.wants("export") {
+        export::scenario(options, &dir.join("export"), table).await?;
     }
     Ok(())
 }

@@ -48,6 +48,9 @@ pub(crate) enum Command {
     Balance(BalanceArgs),
     /// The cooperative's transactions, newest first.
     History(HistoryArgs),
+    /// The treasurer's export: the coop's books as Beancount, hledger or CSV, written to a file
+    /// (admins: the coop or any account; members: their own, with --member <your DID>).
+    Export(ExportArgs),
     /// Trust scores and your trust edges.
     #[command(subcommand)]
     Trust(TrustCommand),
@@ -207,6 +210,28 @@ pub(crate) struct HistoryArgs {
     /// Only this currency.
     #[arg(long)]
     pub(crate) currency: Option<String>,
+}
+
+/// `export`.
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// `beancount` (passes bean-check), `hledger` (passes hledger check) or `csv`.
+    #[arg(long, value_parser = ["beancount", "hledger", "csv"])]
+    pub(crate) format: String,
+    /// The period's first day, YYYY-MM-DD (UTC, inclusive) [default: the log's beginning].
+    #[arg(long, value_parser = parse_day)]
+    pub(crate) from: Option<String>,
+    /// The day after the period, YYYY-MM-DD (UTC, exclusive) [default: now].
+    #[arg(long, value_parser = parse_day)]
+    pub(crate) to: Option<String>,
+    /// Only this account: a member's DID (members: their own) or the coop's treasury or
+    /// exchange account.
+    #[arg(long)]
+    pub(crate) member: Option<String>,
+    /// The file to write; it appears only once the export is complete (written beside it
+    /// first, as `<file>.partial`, then renamed).
+    #[arg(long, short)]
+    pub(crate) output: PathBuf,
 }
 
 /// `trust …`.
@@ -515,6 +540,12 @@ pub(crate) enum NotificationsCommand {
 
 fn parse_amount(text: &str) -> Result<Amount, String> {
     Amount::parse_payment(text).map_err(|e| format!("the amount {e}"))
+}
+
+fn parse_day(text: &str) -> Result<String, String> {
+    gateway_domain::export::Day::parse(text)
+        .map(|day| day.to_string())
+        .ok_or_else(|| format!("'{text}' is not a date YYYY-MM-DD (UTC)"))
 }
 
 fn parse_score(text: &str) -> Result<f64, String> {

@@ -264,6 +264,83 @@ impl Client {
         self.call_json(call).await
     }
 
+    /// `GET /v1/ledger/{coop}/export` (contract 13): the coop's books as `format` (`beancount`,
+    /// `hledger` or `csv`) for the days `[from, to)` (`YYYY-MM-DD`, UTC; each optional), of one
+    /// account when `member` is given (a member may only export their own), written to `out` as
+    /// the gateway streams it, in constant memory. Returns the bytes written.
+    ///
+    /// Refusals (400 naming the field, 403, 404, 503) arrive before any byte is written. A
+    /// failure mid-way (the connection or the gateway) is an error after part of the export was
+    /// written: write to a temporary file and keep it only on success, as `gatewayctl export`
+    /// does. The request has no overall time limit (a large export takes a while), only one
+    /// between two reads (two minutes).
+    pub async fn export_to<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
+        &self,
+        coop: &CoopId,
+        format: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+        member: Option<&str>,
+        out: &mut W,
+    ) -> Result<u64> {
+        use tokio::io::AsyncWriteExt as _;
+        let segments = ["v1", "ledger", coop.as_str(), "export"].map(str::to_owned);
+        let mut url = self.url(&segments);
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("format", format);
+            for (name, value) in [("from", from), ("to", to), ("member", member)] {
+                if let Some(value) = value {
+                    query.append_pair(name, value);
+                }
+            }
+        }
+        // A client of its own: the shared one limits every request's whole duration.
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured((*self.inner.tls).clone())
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .read_timeout(std::time::Duration::from_secs(120))
+            .user_agent(concat!("gateway-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| crate::Error::Usage(format!("cannot build the HTTP client: {e}")))?;
+        let mut relogged = false;
+        let mut response = loop {
+            let token = self.token().await?;
+            let response = http
+                .get(url.clone())
+                .header(reqwest::header::AUTHORIZATION, format!("Bearer {token}"))
+                .send()
+                .await
+                .map_err(|e| crate::Error::transport(&e))?;
+            let status = response.status();
+            if status.is_success() {
+                break response;
+            }
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok());
+            let body = response.bytes().await.map_err(|e| crate::Error::transport(&e))?;
+            let error = crate::Error::from_response(status.as_u16(), retry_after, &body);
+            if matches!(error, crate::Error::Authentication { .. })
+                && !relogged
+                && self.invalidate_session(&token).await
+            {
+                relogged = true;
+                continue;
+            }
+            return Err(error);
+        };
+        let mut written = 0u64;
+        while let Some(chunk) = response.chunk().await.map_err(|e| crate::Error::transport(&e))? {
+            out.write_all(&chunk).await.map_err(|e| crate::Error::Usage(format!("writing the export: {e}")))?;
+            written += chunk.len() as u64;
+        }
+        out.flush().await.map_err(|e| crate::Error::Usage(format!("writing the export: {e}")))?;
+        Ok(written)
+    }
+
     /// `GET /v1/ledger/{coop}/history`, newest first.
     pub async fn history(&self, coop: &CoopId, query: &HistoryQuery) -> Result<TransactionPage> {
         let call = Call::new(Method::GET, &["v1", "ledger", coop.as_str(), "history"])

@@ -8,6 +8,7 @@
 pub mod compute;
 pub mod coops;
 pub mod events;
+pub mod export;
 pub mod governance;
 pub mod ledger;
 pub mod log;

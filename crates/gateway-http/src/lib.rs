@@ -79,6 +79,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ledger::convert))
         .routes(routes!(ledger::get_rate))
         .routes(routes!(ledger::set_rate))
+        .routes(routes!(routes::export::export))
         .routes(routes!(coops::create, coops::list_coops))
         .routes(routes!(coops::get))
         .routes(routes!(coops::members, coops::add_member))

@@ -7,6 +7,7 @@
 
 mod compute;
 mod coop;
+mod export;
 mod governance;
 mod key;
 mod ledger;
@@ -208,6 +209,7 @@ async fn dispatch(context: &Context, session: &LoggedIn, command: Command) -> an
         Command::Pay(args) => ledger::pay(context, session, args).await,
         Command::Balance(args) => ledger::balance(context, session, args).await,
         Command::History(args) => ledger::history(context, session, args).await,
+        Command::Export(args) => export::run(context, session, args).await,
         Command::Trust(command) => trust::run(context, session, command).await,
         Command::Domain(command) => governance::domain(context, session, command).await,
         Command::Proposal(command) => governance::proposal(context, session, command).await,

@@ -167,6 +167,11 @@ impl Log {
         self
     }
 
+    /// The store's log reads (the treasurer's export reads the entries through them).
+    pub fn reads(&self) -> Arc<dyn LogReads> {
+        self.reads.clone()
+    }
+
     /// The origin (and signed-note key name) of a coop's log.
     pub fn origin(&self, coop: &CoopId) -> String {
         origin_of(&self.config.origin, coop)

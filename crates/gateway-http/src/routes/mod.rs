@@ -6,6 +6,7 @@ pub mod auth;
 pub mod common;
 pub mod compute;
 pub mod coops;
+pub mod export;
 pub mod governance;
 pub mod health;
 pub mod identity;

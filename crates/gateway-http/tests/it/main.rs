@@ -10,6 +10,7 @@ mod coops;
 mod decisions;
 mod edge;
 mod errors;
+mod export;
 mod governance;
 mod headers;
 mod idempotency;
