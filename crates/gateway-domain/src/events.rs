@@ -35,8 +35,8 @@ pub enum CoopEventType {
     DelegationCreated,
     /// A delegation was revoked.
     DelegationRevoked,
-    /// The coop's receipt (and log) signing key changed: a rotation, a new keystore master, or
-    /// its first use.
+    /// The coop's receipt (and log) signing key changed: a rotation approved by the coop, or a
+    /// new keystore master (not the coop's first key).
     SigningKeyRotated,
     /// A proposal was created (as a draft).
     GovernanceProposalCreated,

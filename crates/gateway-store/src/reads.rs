@@ -516,6 +516,10 @@ impl LogReads for Store {
         self.reader().await?.conn().log_tile(coop, level, index).await
     }
 
+    async fn coops_behind_log(&self, limit: u32, unsigned: bool) -> Result<Vec<CoopId>, Error> {
+        self.reader().await?.conn().coops_behind_log(limit, unsigned).await
+    }
+
     async fn logged_coops(&self) -> Result<Vec<CoopId>, Error> {
         let ids: Vec<String> = self.read_all("SELECT coop_id FROM coop_logs ORDER BY coop_id", &[]).await?;
         ids.iter().map(|id| parse_coop(id)).collect()

@@ -149,9 +149,13 @@ pub(crate) async fn coop_signer<T: GovTx + EventTx + ?Sized>(
     match tx.current_signing_key(coop).await? {
         Some(current) if current.public_key == record.public_key => {}
         Some(current) if current.master.is_some_and(|m| m > signer.master) => return Ok(Err(KEYSTORE_OUTDATED)),
+        // The coop's very first key (generation 0, nothing recorded before): nothing changes
+        // hands, and its first checkpoint, signed with it, is what an auditor first trusts.
+        None if signer.generation == 0 => tx.activate_signing_key(&record).await?,
+        // A rotation (the previous key just retired), or a new keystore master: a change of
+        // authority, which the coop's log records with the new verifier key.
         _ => {
             tx.activate_signing_key(&record).await?;
-            // A change of authority: the coop's log records the new verifier key.
             crate::events::emit(tx, coop, now, crate::events::CoopEvent::SigningKeyRotated(&record)).await?;
         }
     }

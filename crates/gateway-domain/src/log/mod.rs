@@ -365,11 +365,7 @@ impl Log {
         // Logs with unsigned entries too, when this process can sign: a coop that went quiet
         // after a round that could not sign (its keys locked then, or another replica's) still
         // gets its checkpoint.
-        let unsigned = self.keys.available();
-        transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move { tx.coops_behind_log(1_000, unsigned).await })
-        })
-        .await
+        self.reads.coops_behind_log(1_000, self.keys.available()).await
     }
 
     /// The coop's latest signed checkpoint (503 before the first).

@@ -81,4 +81,7 @@ pub trait LogReads: Send + Sync + fmt::Debug {
     async fn log_tile(&self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error>;
     /// Every coop that has a log.
     async fn logged_coops(&self) -> Result<Vec<CoopId>, Error>;
+    /// [`LogTx::coops_behind_log`], read outside a unit of work (the checkpointer's sweep: a
+    /// read must not pass for a commit in the store's write health).
+    async fn coops_behind_log(&self, limit: u32, unsigned: bool) -> Result<Vec<CoopId>, Error>;
 }
