@@ -368,10 +368,11 @@ impl Log {
         self.reads.coops_behind_log(1_000, self.keys.available()).await
     }
 
-    /// The coop's latest signed checkpoint (503 before the first).
+    /// The coop's latest signed checkpoint (404 `checkpoint` before the first: none is signed
+    /// without a receipt key, and a new log's first comes within a second).
     pub async fn latest_checkpoint(&self, coop: &CoopId) -> Result<String, Error> {
         let head = self.head(coop).await?;
-        head.checkpoint.ok_or_else(|| Error::ServiceUnavailable("the coop's log has no signed checkpoint yet".into()))
+        head.checkpoint.ok_or_else(|| Error::not_found("checkpoint", coop.as_str()))
     }
 
     async fn head(&self, coop: &CoopId) -> Result<LogHead, Error> {

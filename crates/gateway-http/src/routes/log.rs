@@ -36,9 +36,8 @@ fn tile_answer(bytes: Vec<u8>, full: bool) -> Response {
 /// receipt key under the log's origin, with any witness cosignatures.
 #[utoipa::path(get, path = "/v1/coops/{id}/log/checkpoint", tag = "log", params(("id" = String, Path, description = "Cooperative id")),
     responses((status = 200, description = "The signed checkpoint (`text/plain`)", content_type = "text/plain", body = String),
-              (status = 404, description = "No such cooperative, or it has no log", body = crate::openapi::ErrorBody),
-              (status = 503, description = "No checkpoint is signed yet (the receipt keys are unavailable, or the log \
-has just begun)", body = crate::openapi::ErrorBody)))]
+              (status = 404, description = "No such cooperative, or no checkpoint of its log is signed yet (the \
+receipt keys are unavailable, or the log has just begun: `details.resource` = `checkpoint`)", body = crate::openapi::ErrorBody)))]
 pub async fn checkpoint(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let coop = common::coop_id(&id)?;
     Ok(text(state.log.latest_checkpoint(&coop).await?, "no-cache"))
