@@ -17,6 +17,28 @@ pub use app::{Listeners, connect_check, serve, tls_server_config};
 pub use config::{GatewayConfig, TlsFiles};
 pub use keys::{PASSPHRASE_CREDENTIAL, PASSPHRASE_VAR, PassphraseSource, passphrase};
 
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
+
 /// What a gateway without a trust anchor means, said at start and by `config check`.
 pub const NO_TRUST_ANCHOR: &str = "no trust anchor is configured: every DID has the default trust score, so with the default 0.0 nobody can open a governance proposal (needs 0.4) or submit a compute task (needs 0.3); start with --trust-anchor <founder DID> (or run `gatewayd init --founder <DID>`)";
 

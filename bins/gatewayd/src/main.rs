@@ -243,25 +243,8 @@ fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
     guard
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// The lib's shutdown signal, said in the log when it comes.
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
+    gatewayd::shutdown_signal().await;
     tracing::info!("shutdown signal received; draining");
 }

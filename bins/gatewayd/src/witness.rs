@@ -458,7 +458,7 @@ fn text_response(status: StatusCode, content_type: &'static str, body: String) -
 
 /// Serves the witness on `args.listen` until SIGINT or SIGTERM.
 pub async fn serve(args: WitnessArgs) -> anyhow::Result<()> {
-    serve_until(args, shutdown_signal()).await
+    serve_until(args, crate::shutdown_signal()).await
 }
 
 /// Serves the witness on `args.listen` until `shutdown` resolves, then finishes the requests
@@ -480,28 +480,6 @@ pub async fn serve_until(args: WitnessArgs, shutdown: impl Future<Output = ()> +
     axum::serve(listener, router(witness)).with_graceful_shutdown(shutdown).await.context("serving the witness")?;
     tracing::info!("witness stopped");
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
 }
 
 /// # Operating a witness

@@ -295,13 +295,8 @@ impl Log {
             .witnesses
             .iter()
             .filter(|w| {
-                gateway_tlog::cosignature::CosignatureVerifier::from_vkey(&w.vkey).is_ok_and(|verifier| {
-                    note.signatures().iter().any(|s| {
-                        s.name() == verifier.name()
-                            && s.key_id() == verifier.key_id()
-                            && verifier.verify_cosignature(note.text().as_bytes(), s.signature()).is_ok()
-                    })
-                })
+                gateway_tlog::cosignature::CosignatureVerifier::from_vkey(&w.vkey)
+                    .is_ok_and(|verifier| note.signatures().iter().any(|s| cosigned_by(&verifier, note.text(), s)))
             })
             .count()
     }
@@ -438,12 +433,7 @@ impl Log {
     /// The entry of event `seq` and its index in the log, once the log holds it.
     pub async fn entry_of(&self, coop: &CoopId, seq: u64) -> Result<(u64, String), Error> {
         let head = self.head(coop).await?;
-        let index = seq.checked_sub(head.after_seq).filter(|i| *i >= 1).ok_or_else(|| {
-            Error::bad_request_field(
-                "seq",
-                format!("event {seq} is before this coop's log began (after {})", head.after_seq),
-            )
-        })?;
+        let index = index_of(&head, seq)?;
         let entry = self
             .reads
             .log_entries(coop, index, 1)
@@ -459,12 +449,7 @@ impl Log {
         let deadline = tokio::time::Instant::now() + PROOF_WAIT;
         loop {
             let head = self.head(coop).await?;
-            let index = seq.checked_sub(head.after_seq).filter(|i| *i >= 1).ok_or_else(|| {
-                Error::bad_request_field(
-                    "seq",
-                    format!("event {seq} is before this coop's log began (after {})", head.after_seq),
-                )
-            })?;
+            let index = index_of(&head, seq)?;
             let quorum_met =
                 head.checkpoint.as_deref().is_some_and(|c| !wait || self.witnessed_by(c) >= self.config.quorum);
             if index < head.signed_size
@@ -592,15 +577,25 @@ fn cosignatures(vkey: &str, body: &str, answer: &[u8]) -> Result<Vec<Signature>,
     let verifier =
         gateway_tlog::cosignature::CosignatureVerifier::from_vkey(vkey).map_err(|e| format!("witness vkey: {e}"))?;
     let signatures = gateway_tlog::witness::parse_add_checkpoint_response(answer).map_err(|e| e.to_string())?;
-    let good: Vec<Signature> = signatures
-        .into_iter()
-        .filter(|s| {
-            s.name() == verifier.name()
-                && s.key_id() == verifier.key_id()
-                && verifier.verify_cosignature(body.as_bytes(), s.signature()).is_ok()
-        })
-        .collect();
+    let good: Vec<Signature> = signatures.into_iter().filter(|s| cosigned_by(&verifier, body, s)).collect();
     if good.is_empty() { Err("no cosignature in it verifies with the witness's key".into()) } else { Ok(good) }
+}
+
+/// Whether `signature` is `verifier`'s valid cosignature of the checkpoint `body`.
+fn cosigned_by(verifier: &gateway_tlog::cosignature::CosignatureVerifier, body: &str, signature: &Signature) -> bool {
+    signature.name() == verifier.name()
+        && signature.key_id() == verifier.key_id()
+        && verifier.verify_cosignature(body.as_bytes(), signature.signature()).is_ok()
+}
+
+/// The index of event `seq`'s entry in a log with `head` (400 for an event before the log).
+fn index_of(head: &LogHead, seq: u64) -> Result<u64, Error> {
+    seq.checked_sub(head.after_seq).filter(|i| *i >= 1).ok_or_else(|| {
+        Error::bad_request_field(
+            "seq",
+            format!("event {seq} is before this coop's log began (after {})", head.after_seq),
+        )
+    })
 }
 
 /// The origin of a coop's log under a gateway's prefix.
