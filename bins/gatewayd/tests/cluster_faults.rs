@@ -111,24 +111,7 @@ async fn redis_stopped_and_started_under_a_serving_gateway() {
     let mut tokens = Vec::new();
     for gateway in [&deny, &local] {
         let token = login(&gateway.api, 1, "outage", &scopes).await;
-        let (status, body) = json_request(
-            &gateway.api,
-            "POST",
-            "/v1/coops",
-            Some(json!({ "name": "O", "coop_type": "worker" })),
-            Some(&token),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-        let (status, body) = json_request(
-            &gateway.api,
-            "POST",
-            "/v1/coops/outage/members",
-            Some(json!({ "did": signing_key(2).1 })),
-            Some(&token),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
+        support::coop_with_member_two(&gateway.api, &token, "outage").await;
         tokens.push(token);
     }
     let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 1 });

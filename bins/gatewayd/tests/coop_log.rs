@@ -13,7 +13,7 @@ use gateway_tlog::policy::Policy;
 use gateway_tlog::proof::TlogProof;
 use serde_json::json;
 
-use support::{json_request, login, request, serve_in_process, signing_key};
+use support::{login, request, serve_in_process, signing_key};
 
 const PASS: &str = "correct horse battery staple";
 
@@ -28,15 +28,7 @@ async fn get(addr: &str, path: &str, token: &str) -> (u16, bytes::Bytes) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_witnessed_checkpoint_proves_a_payment_offline() {
     let dir = tempfile::tempdir().unwrap();
-    let keystore = dir.path().join("keystore.json");
-    let passphrase = dir.path().join("passphrase");
-    std::fs::write(&passphrase, PASS).unwrap();
-    let init = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
-        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
-        .args(["--passphrase-file", passphrase.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
 
     // The witness's key and address first: the gateway is configured with them.
     let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
@@ -62,24 +54,7 @@ async fn a_witnessed_checkpoint_proves_a_payment_offline() {
     ];
     let gateway = serve_in_process(&store, &flags).await;
     let token = login(&gateway.api, 1, "bakery", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
-    let (status, body) = json_request(
-        &gateway.api,
-        "POST",
-        "/v1/coops",
-        Some(json!({ "name": "B", "coop_type": "worker" })),
-        Some(&token),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = json_request(
-        &gateway.api,
-        "POST",
-        "/v1/coops/bakery/members",
-        Some(json!({ "did": signing_key(2).1 })),
-        Some(&token),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    support::coop_with_member_two(&gateway.api, &token, "bakery").await;
 
     // The first checkpoint is signed within a second of the coop's first events, without anyone
     // asking; then the log's key is published, as any member or auditor reads it.

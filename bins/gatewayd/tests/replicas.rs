@@ -368,15 +368,7 @@ async fn a_trust_change_on_one_replica_counts_on_the_other_within_a_second() {
 async fn two_replicas_sign_one_history() {
     let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_log").await else { return };
     let dir = tempfile::tempdir().unwrap();
-    let keystore = dir.path().join("keystore.json");
-    let passphrase = dir.path().join("passphrase");
-    std::fs::write(&passphrase, "two replicas, one key").unwrap();
-    let init = std::process::Command::new(env!("CARGO_BIN_EXE_gatewayd"))
-        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
-        .args(["--passphrase-file", passphrase.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let (keystore, passphrase) = support::keystore_in(dir.path(), "two replicas, one key");
     let flags = [
         "--open-enrollment",
         "true",
@@ -392,13 +384,7 @@ async fn two_replicas_sign_one_history() {
     let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
     let token_a = login(&a.api, 1, "forkless", &scopes).await;
     let token_b = login(&b.api, 1, "forkless", &scopes).await;
-    let (status, body) =
-        json_request(&a.api, "POST", "/v1/coops", Some(json!({ "name": "F", "coop_type": "worker" })), Some(&token_a))
-            .await;
-    assert_eq!(status, 201, "{body}");
-    let member = json!({ "did": signing_key(2).1 });
-    let (status, body) = json_request(&a.api, "POST", "/v1/coops/forkless/members", Some(member), Some(&token_a)).await;
-    assert_eq!(status, 201, "{body}");
+    support::coop_with_member_two(&a.api, &token_a, "forkless").await;
 
     let mut seen = std::collections::BTreeMap::<u64, String>::new();
     for i in 0..40u32 {

@@ -279,6 +279,51 @@ fn wrk_millis(text: &str) -> Option<f64> {
 /// measured beside it.
 const DEDICATED: [&str; 4] = ["--pin-workers", "true", "--worker-slice-us", "300"];
 
+/// `--rounds` rounds over `targets` (name, address) in turn, each run by `run` and printed as a
+/// row labelled with `label`: per round, each target's summary, in `targets` order.
+async fn alternated<F, Fut>(
+    options: &Options,
+    table: &mut Table,
+    targets: &[(String, String)],
+    label: &str,
+    run: F,
+) -> Result<Vec<Vec<Summary>>, String>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Summary, String>>,
+{
+    let mut rounds = Vec::new();
+    for round in 1..=options.rounds {
+        let mut this = Vec::new();
+        for (name, addr) in targets {
+            let summary = run(addr.clone()).await?;
+            table.row(&summary, &format!("round {round}: {name} ({label})"));
+            this.push(summary);
+        }
+        rounds.push(this);
+    }
+    Ok(rounds)
+}
+
+/// Prints the first target's mean ratios to each other one (requests/s and p99), named `first`;
+/// returns each target's mean requests/s and p99.
+fn ratios(targets: &[(String, String)], rounds: &[Vec<Summary>], first: &str) -> Vec<(f64, f64)> {
+    let n = rounds.len() as f64;
+    println!();
+    for (i, (name, _)) in targets.iter().enumerate().skip(1) {
+        let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
+        let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
+        println!("{first} / {name}, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
+    }
+    (0..targets.len())
+        .map(|i| {
+            let rps = rounds.iter().map(|r| r[i].rps).sum::<f64>() / n;
+            let p99 = rounds.iter().map(|r| r[i].p99).sum::<f64>() / n;
+            (rps, p99)
+        })
+        .collect()
+}
+
 /// The core `--pinned` gives the generator, and the one it gives every system under test.
 const GENERATOR_CORE: &str = "0";
 const SYSTEM_CORE: &str = "1";
@@ -346,26 +391,18 @@ async fn pinned(options: &Options, dir: &Path, table: &mut Table) -> Result<(), 
     println!(
         "(pinned: wrk -t1 on CPU {GENERATOR_CORE}, every system on CPU {SYSTEM_CORE}; each served {warm_up} s first, not counted)\n"
     );
-    let mut rounds: Vec<Vec<Summary>> = Vec::new();
-    for round in 1..=options.rounds {
-        let mut this = Vec::new();
-        for (name, addr) in &targets {
-            let summary = run_wrk(&script, addr, options, options.seconds)?;
-            table.row(&summary, &format!("round {round}: {name} (pinned)"));
-            this.push(summary);
-        }
-        rounds.push(this);
-    }
-    let n = rounds.len() as f64;
-    println!();
-    for (i, (name, _)) in targets.iter().enumerate().skip(1) {
-        let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
-        let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
-        println!("gateway / {name}, pinned, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
-    }
-    let p99 = rounds.iter().map(|r| r[0].p99).sum::<f64>() / n;
-    let rps = rounds.iter().map(|r| r[0].rps).sum::<f64>() / n;
-    println!("gateway, pinned, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms\n");
+    let script = script.as_path();
+    let rounds = alternated(options, table, &targets, "pinned", |addr| async move {
+        run_wrk(script, &addr, options, options.seconds)
+    })
+    .await?;
+    let means = ratios(&targets, &rounds, "gateway, pinned");
+    println!(
+        "gateway, pinned, mean of {} rounds: {:.0} requests/s, p99 {:.2} ms\n",
+        rounds.len(),
+        means[0].0,
+        means[0].1
+    );
     drop(peer);
     Ok(())
 }
@@ -420,28 +457,14 @@ pub(super) async fn scenario(options: &Options, dir: &Path, table: &mut Table) -
         load(script.as_deref(), addr, options, warm_up).await?;
     }
     println!("(each system served {warm_up} s of the same load first, not counted)\n");
-    // Per round, each target's summary, in `targets` order.
-    let mut rounds: Vec<Vec<Summary>> = Vec::new();
-    for round in 1..=options.rounds {
-        let mut this = Vec::new();
-        for (name, addr) in &targets {
-            let summary = load(script.as_deref(), addr, options, options.seconds).await?;
-            table.row(&summary, &format!("round {round}: {name} ({generator})"));
-            this.push(summary);
-        }
-        rounds.push(this);
-    }
-    let n = rounds.len() as f64;
-    println!();
-    for (i, (name, _)) in targets.iter().enumerate().skip(1) {
-        let rps = rounds.iter().map(|r| r[0].rps / r[i].rps).sum::<f64>() / n;
-        let p99 = rounds.iter().map(|r| r[0].p99 / r[i].p99).sum::<f64>() / n;
-        println!("gateway (dedicated) / {name}, mean of {n} rounds: requests/s {rps:.2}×, p99 latency {p99:.2}×");
-    }
-    for (i, (name, _)) in targets.iter().enumerate().take(2) {
-        let p99 = rounds.iter().map(|r| r[i].p99).sum::<f64>() / n;
-        let rps = rounds.iter().map(|r| r[i].rps).sum::<f64>() / n;
-        println!("{name}, mean of {n} rounds: {rps:.0} requests/s, p99 {p99:.2} ms");
+    let script = script.as_deref();
+    let rounds = alternated(options, table, &targets, generator, |addr| async move {
+        load(script, &addr, options, options.seconds).await
+    })
+    .await?;
+    let means = ratios(&targets, &rounds, "gateway (dedicated)");
+    for ((name, _), (rps, p99)) in targets.iter().zip(&means).take(2) {
+        println!("{name}, mean of {} rounds: {rps:.0} requests/s, p99 {p99:.2} ms", rounds.len());
     }
     let after = crate::client::rss(gateway.pid());
     println!(

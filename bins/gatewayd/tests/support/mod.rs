@@ -221,3 +221,30 @@ pub async fn next_frame(
         }
     }
 }
+
+/// A receipt keystore made in `dir` by `gatewayd keystore init`, unlocked by `passphrase`:
+/// the keystore's path and the passphrase file's, for `--keystore` and `--passphrase-file`.
+pub fn keystore_in(dir: &Path, passphrase: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let keystore = dir.join("keystore.json");
+    let file = dir.join("passphrase");
+    std::fs::write(&file, passphrase).unwrap();
+    let init = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["keystore", "init", "--keystore", keystore.to_str().unwrap()])
+        .args(["--passphrase-file", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    (keystore, file)
+}
+
+/// Creates `coop` through `api` as the subject of `token`, its admin, and adds the DID of seed 2
+/// as a member.
+pub async fn coop_with_member_two(api: &str, token: &str, coop: &str) {
+    let create = json!({ "name": coop, "coop_type": "worker" });
+    let (status, body) = json_request(api, "POST", "/v1/coops", Some(create), Some(token)).await;
+    assert_eq!(status, 201, "{body}");
+    let member = json!({ "did": signing_key(2).1 });
+    let (status, body) =
+        json_request(api, "POST", &format!("/v1/coops/{coop}/members"), Some(member), Some(token)).await;
+    assert_eq!(status, 201, "{body}");
+}
