@@ -293,6 +293,8 @@ struct PaymentData<'a> {
     fee_amount: Option<Amount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     net_target_amount: Option<Amount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_id: Option<&'a str>,
     /// The evidence without its `body`: a signed batch's body would travel once per payment
     /// (up to a mebibyte in each of a thousand frames); the history item serves it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -316,6 +318,7 @@ impl<'a> From<&'a TransactionRecord> for PaymentData<'a> {
             gross_target_amount: leg.map(|l| l.gross_target_amount),
             fee_amount: leg.map(|l| l.fee_amount),
             net_target_amount: leg.map(|l| l.net_target_amount),
+            batch_id: t.batch_id.as_deref(),
             request_signature: t.request_signature.as_ref().map(gateway_core::RequestSignature::without_body),
         }
     }
@@ -498,6 +501,7 @@ mod tests {
             timestamp: 7,
             conversion: None,
             request_signature: None,
+            batch_id: None,
         }
     }
 

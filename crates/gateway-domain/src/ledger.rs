@@ -262,8 +262,9 @@ impl Ledger {
                 let record = require_coop(tx, &coop).await?;
                 lock_batch_accounts(tx, &record, &trust, &items).await?;
                 let mut results = Vec::with_capacity(items.len());
+                let batch_id = new_id();
                 for (index, item) in items.iter().enumerate() {
-                    match pay_in(tx, &record, item, &trust, now).await {
+                    match pay_in(tx, &record, item, &trust, now, Some(&batch_id)).await {
                         Ok(r) => results.push(BatchItemResult { record: Some(r), error: None }),
                         Err(err @ (Error::Internal(_) | Error::ServiceUnavailable(_))) => return Err(err),
                         Err(err) if atomic => {
@@ -472,7 +473,7 @@ impl Transfer {
         now: u64,
     ) -> Result<TransactionRecord, Error> {
         match self {
-            Transfer::Payment(request) => pay_in(tx, coop, request, trust, now).await,
+            Transfer::Payment(request) => pay_in(tx, coop, request, trust, now, None).await,
             Transfer::Conversion(request) => convert_in(tx, coop, request, trust, now).await,
         }
     }
@@ -684,6 +685,7 @@ async fn pay_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
     request: &PaymentRequest,
     trust: &TrustGraph,
     now: u64,
+    batch_id: Option<&str>,
 ) -> Result<TransactionRecord, Error> {
     check_request(request, trust, coop)?;
     let currency = request.currency.clone().unwrap_or_else(|| coop.settings.default_currency.clone());
@@ -701,6 +703,7 @@ async fn pay_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
         timestamp: now,
         conversion: None,
         request_signature: request.request_signature.clone(),
+        batch_id: batch_id.map(str::to_owned),
     };
     record_transaction(tx, &record, Some(&payee)).await?;
     Ok(record)
@@ -863,6 +866,7 @@ async fn convert_in<T: CoopTx + LedgerTx + EventTx + NotificationTx + ?Sized>(
             net_target_amount: net,
         }),
         request_signature: request.request_signature.clone(),
+        batch_id: None,
     };
     record_transaction(tx, &record, Some(&payee)).await?;
     Ok(record)

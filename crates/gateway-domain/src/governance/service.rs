@@ -337,7 +337,7 @@ impl Governance {
         request: NewProposal,
         open: bool,
     ) -> Result<ProposalRecord, Error> {
-        // The trust gate is a request-level check (contract §3's order), before any lookup.
+        // The trust gate is a request-level check (docs/INTERFACE.md §3.7's order), before any lookup.
         let score = self.trust.score(author);
         if score < PROPOSAL_MIN_TRUST {
             return Err(Error::InsufficientTrust { required: PROPOSAL_MIN_TRUST, actual: score });
@@ -935,6 +935,7 @@ async fn execute(
                 timestamp: now,
                 conversion: None,
                 request_signature: None,
+                batch_id: None,
             };
             record_transaction(tx, &record, Some(to)).await
         }

@@ -67,6 +67,10 @@ pub struct TransactionRecord {
     /// The signature of the request that made it, when it was signed (contract 11).
     #[serde(default)]
     pub request_signature: Option<gateway_core::RequestSignature>,
+    /// The batch it was an item of (`POST /payments/batch`): one id shared by the batch's
+    /// payments, `None` for a payment made on its own.
+    #[serde(default)]
+    pub batch_id: Option<String>,
 }
 
 /// A stored response for an `Idempotency-Key`.

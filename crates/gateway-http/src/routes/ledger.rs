@@ -80,6 +80,11 @@ pub struct TransactionDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<f64>, nullable = false)]
     pub net_target_amount: Option<Amount>,
+    /// Batch items: the id shared by the payments of one `POST /payments/batch` (absent for a
+    /// payment made on its own, a conversion and a budget payout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub batch_id: Option<String>,
     /// The signature of the request that made it, when it was signed (contract 11): evidence
     /// anyone can verify offline with `gatewayctl verify-request`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,6 +109,7 @@ impl From<&TransactionRecord> for TransactionDto {
             gross_target_amount: leg.map(|l| l.gross_target_amount),
             fee_amount: leg.map(|l| l.fee_amount),
             net_target_amount: leg.map(|l| l.net_target_amount),
+            batch_id: record.batch_id.clone(),
             request_signature: record.request_signature.as_ref().map(Into::into),
         }
     }

@@ -49,6 +49,7 @@ mod tests {
             timestamp: 9,
             conversion: None,
             request_signature: None,
+            batch_id: None,
         };
         let converted = TransactionRecord {
             kind: TransactionKind::Conversion,
@@ -61,7 +62,8 @@ mod tests {
             }),
             ..plain.clone()
         };
-        for record in [&plain, &converted] {
+        let batched = TransactionRecord { batch_id: Some("b1".into()), ..plain.clone() };
+        for record in [&plain, &converted, &batched] {
             assert_eq!(CoopEvent::PaymentCreated(record).data().unwrap(), as_text(&TransactionDto::from(record)));
         }
     }

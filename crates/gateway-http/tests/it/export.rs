@@ -326,6 +326,19 @@ async fn exports_pass_their_checkers_and_close_on_the_live_balances() {
         assert_eq!(row(&days[1][2])[9], "'=1+1", "a formula is defused");
         let expected = vec!["conversion".to_owned(), did_of(3), did_of(2), "10".into(), "hours".into()];
         assert_eq!(row(&days[2][0])[4..9].to_vec(), expected);
+        // The batch's three items share one batch id; the payments made on their own and the
+        // conversion have none; the history item names the same batch.
+        let batch_id = &row(&days[1][0])[10];
+        assert!(!batch_id.is_empty(), "{backend:?}: a batch item names its batch");
+        assert!(days[1].iter().all(|id| &row(id)[10] == batch_id), "{backend:?}: one id per batch");
+        assert!(days[0].iter().chain(&days[2]).all(|id| row(id)[10].is_empty()), "{backend:?}");
+        assert!(beancount.contains(&format!("  batch_id: \"{batch_id}\"\n")), "{beancount}");
+        let history = app.get("/v1/ledger/c1/history?limit=100", &admin).await;
+        let items = history.body["transactions"].as_array().unwrap();
+        let item = items.iter().find(|t| t["id"] == json!(days[1][2])).unwrap();
+        assert_eq!(item["batch_id"], json!(batch_id), "{backend:?}: {item}");
+        let alone = items.iter().find(|t| t["id"] == json!(days[0][0])).unwrap();
+        assert!(alone.get("batch_id").is_none(), "{backend:?}: {alone}");
     }
 }
 

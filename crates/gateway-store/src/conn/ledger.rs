@@ -12,7 +12,7 @@ use crate::view::Touched;
 
 /// Columns of `transactions`, in this order.
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, coop_id, kind, from_account, to_account, amount, currency, \
-     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount, request_signature";
+     memo, timestamp, to_currency, rate, gross_target_amount, fee_amount, net_target_amount, request_signature, batch_id";
 
 /// A `transactions` row: [`TRANSACTION_COLUMNS`] (the conversion leg's five all set or all null).
 #[derive(Debug, sqlx::FromRow)]
@@ -32,6 +32,7 @@ pub(crate) struct TransactionRow {
     fee_amount: Option<i64>,
     net_target_amount: Option<i64>,
     request_signature: Option<String>,
+    batch_id: Option<String>,
 }
 
 named_row!(TransactionRow {
@@ -49,7 +50,8 @@ named_row!(TransactionRow {
     gross_target_amount,
     fee_amount,
     net_target_amount,
-    request_signature
+    request_signature,
+    batch_id
 });
 
 /// A [`TransactionRow`] as its record, and its evidence apart (the record's
@@ -79,6 +81,7 @@ pub(crate) fn transaction_from_row(row: TransactionRow) -> Result<(TransactionRe
         timestamp: to_u64(row.timestamp),
         conversion,
         request_signature: None,
+        batch_id: row.batch_id,
     };
     Ok((record, evidence))
 }
@@ -292,7 +295,7 @@ impl LedgerTx for Conn<'_> {
         let sql = super::shaped("insert_transaction", 0, || {
             format!(
                 "INSERT INTO transactions ({TRANSACTION_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             )
         });
         self.execute(
@@ -312,7 +315,8 @@ impl LedgerTx for Conn<'_> {
                 leg.map(|l| l.gross_target_amount.micros()),
                 leg.map(|l| l.fee_amount.micros()),
                 leg.map(|l| l.net_target_amount.micros()),
-                evidence
+                evidence,
+                r.batch_id.as_deref()
             ],
         )
         .await

@@ -936,6 +936,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
             net_target_amount: units(19),
         }),
         request_signature: Some(sample_signature()),
+        batch_id: Some("batch-1".into()),
     };
     let rate = RateRecord {
         from_currency: hours(),

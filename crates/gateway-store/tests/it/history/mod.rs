@@ -5,7 +5,7 @@
 //! from the round's seeded RNG). Every operation is recorded in a [`History`]: its invocation
 //! (process, kind, arguments, logical time) and its completion (ok value or typed error code).
 //! Checkers then look at the history and at the final state, and a round that breaks a rule of
-//! CONTRACT.md section 5 ("Concurrency") fails with the round's seed and the history.
+//! docs/INTERFACE.md §15 ("Concurrency and durability") fails with the round's seed and the history.
 //!
 //! Two modes (see [`Mode`]):
 //! - `Threads`: a multi-thread runtime, `tokio::spawn`ed processes, seeded random delays. Real
