@@ -249,7 +249,7 @@ fn unsafe_code_is_allowed_in_one_function_only() {
     assert!(manifest.contains(&format!("{lint} = \"deny\"")), "the workspace denies unsafe code");
 }
 
-/// The contract's error body (`{"error", "code", "details"}`) is written in one place,
+/// The error body (`{"error", "code", "details"}`) is written in one place,
 /// `gateway-http`'s `ApiError`: the router's answers, the answers the connection writes itself
 /// and the WebSocket upgrade's refusals all go through it. A server source that spells the
 /// body's `"code"` key in a string, or declares a body type of its own, is a second renderer.
@@ -304,4 +304,42 @@ fn the_limiter_crate_names_no_metric_of_the_gateway() {
         }
     }
     assert!(named.is_empty(), "gateway metric names in gateway-limits: {named:?}");
+}
+
+/// Every file of the repository a clone has (sources, docs, configuration, CI, fixtures).
+fn repository_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path.is_dir() {
+            if !matches!(name, "target" | ".git" | "corpus" | "artifacts" | "node_modules") {
+                repository_files(&path, found);
+            }
+        } else {
+            found.push(path);
+        }
+    }
+}
+
+/// The repository stands alone: docs/INTERFACE.md is the reference of the interface, and no
+/// file sends its reader to a document a clone does not have (the sibling directory the
+/// interface was first written in, or its files).
+#[test]
+fn the_repository_cites_no_document_outside_it() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut files = Vec::new();
+    repository_files(root, &mut files);
+    assert!(files.iter().any(|f| f.ends_with("docs/INTERFACE.md")), "docs/INTERFACE.md is the interface's reference");
+    // Spelled in pieces so that this file does not match itself.
+    let outside = [["..", "/shared"].concat(), ["CONTRACT", ".md"].concat(), ["shared/", "spec"].concat()];
+    let mut found = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for (number, line) in text.lines().enumerate() {
+            if outside.iter().any(|o| line.contains(o.as_str())) {
+                found.push(format!("{}:{}: {}", file.display(), number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "files that cite a document outside the repository:\n{}", found.join("\n"));
 }

@@ -217,7 +217,7 @@ fn did(n: usize) -> String {
 /// Request-signature nonces, unique for the life of the harness (the gateway remembers them).
 static NONCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The headers of contract 11's signature over a payment: `Content-Digest`, `Signature-Input`,
+/// The headers of INTERFACE.md §11's signature over a payment: `Content-Digest`, `Signature-Input`,
 /// `Signature`, for exactly the body bytes sent.
 fn signature_headers(
     key: &ed25519_dalek::SigningKey,

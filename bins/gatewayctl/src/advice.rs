@@ -1,4 +1,4 @@
-//! Error messages that say what to do next: each client-side error class of the spec gets the
+//! Error messages that say what to do next: each client-side error class of INTERFACE.md §2.3 gets the
 //! command or wait that fixes it.
 //!
 //! Only wording: the classes come from `gateway_client::Error`, and this module changes no
@@ -136,7 +136,7 @@ fn member_scope(scope: &str) -> bool {
     MEMBER_SCOPES.iter().any(|s| s.as_str() == scope)
 }
 
-/// Why a login was refused scopes (contract §3: "Who gets which scopes"), as far as the refusal
+/// Why a login was refused scopes (docs/INTERFACE.md §3.6, "Who gets which scopes"), as far as the refusal
 /// tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LoginRefusal {

@@ -381,7 +381,7 @@ pub(crate) enum ReceiptCommand {
 }
 
 /// The long help of `log`.
-const LOG_ABOUT: &str = "The coop's tamper-evident log (contract 12): every event of the coop is an entry of an \
+const LOG_ABOUT: &str = "The coop's tamper-evident log (docs/LOG.md): every event of the coop is an entry of an \
 append-only Merkle log (C2SP tlog-tiles), whose checkpoints the coop's receipt key signs.
 
 A member proves an event and anyone checks the proof offline:

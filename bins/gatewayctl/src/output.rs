@@ -2,7 +2,7 @@
 //! the `--json` switch.
 //!
 //! Human output goes to stdout; warnings and progress go to stderr so that piping stdout stays
-//! clean. JSON output is the gateway's own record shape, so scripts can rely on the contract's
+//! clean. JSON output is the gateway's own record shape, so scripts can rely on the interface's
 //! field names. Nothing here talks to the gateway.
 
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! `gatewayctl export` (contract 13) against a gateway served in-process on 127.0.0.1:0: the
+//! `gatewayctl export` (INTERFACE.md §13) against a gateway served in-process on 127.0.0.1:0: the
 //! books land in the file only when complete, members export only themselves, and bad dates are
 //! refused before any request.
 

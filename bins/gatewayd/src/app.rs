@@ -173,7 +173,7 @@ pub async fn serve(
     )
     .await;
     // icn_network_connections_active: the database connections open now, plus Redis while it
-    // answers (contract 10: the partition and isolation alerts mean "lost its backends").
+    // answers (INTERFACE.md §10: the partition and isolation alerts mean "lost its backends").
     {
         let (store, redis) = (store.clone(), redis.clone());
         background.spawn(async move {
@@ -284,7 +284,7 @@ pub async fn connect_check(config: &GatewayConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where request-signature nonces are remembered so that every replica sees them (contract 11):
+/// Where request-signature nonces are remembered so that every replica sees them (INTERFACE.md §11):
 /// Redis when configured, else the shared PostgreSQL database; `None` on SQLite or in memory,
 /// where the one gateway keeps them in its memory (from its start: `gateway_http::state`).
 ///

@@ -62,7 +62,7 @@ pub enum Command {
         #[command(subcommand)]
         action: KeystoreAction,
     },
-    /// Check the coops' logs (contract 12).
+    /// Check the coops' logs (INTERFACE.md §12).
     Log {
         /// What to do with the logs.
         #[command(subcommand)]
@@ -157,7 +157,7 @@ impl Settings {
 
 /// Every setting, declared once: each field is a flag, an `ICN_GATEWAY_<NAME>` variable and a
 /// key of the optional TOML file (the flag's name with `_` for `-`; the repeatable flags take
-/// their flag's singular name or the plural as a list). The contract's nested spellings
+/// their flag's singular name or the plural as a list). The interface's nested spellings
 /// (`[auth] open_enrollment`, `[trust] anchors`, `[trust] default_score`) work in the file too.
 #[derive(Debug, Args, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -337,7 +337,7 @@ impl std::fmt::Debug for RedisSettings {
     }
 }
 
-/// The file's `[auth]` section (the contract's spelling).
+/// The file's `[auth]` section (the interface's spelling).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSection {
@@ -345,7 +345,7 @@ pub struct AuthSection {
     pub open_enrollment: Option<bool>,
 }
 
-/// The file's `[trust]` section (the contract's spelling).
+/// The file's `[trust]` section (the interface's spelling).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrustSection {

@@ -1,4 +1,4 @@
-//! The metrics a gateway exports (contract 10 "Metrics"), in one catalogue: every family with
+//! The metrics a gateway exports (INTERFACE.md §10 "Metrics"), in one catalogue: every family with
 //! its HELP text, registered at start so that a counter that has not moved yet already reads 0,
 //! and served in the Prometheus text format with the process figures collected at each scrape.
 //!
@@ -51,7 +51,7 @@ const AUTH_FAILURE_REASONS: &[&str] = &[
     "invalid_coop_id",
     "invalid_signature_encoding",
     "scopes_refused",
-    // Request signatures (contract 11): gateway_httpsig::Failure::reason.
+    // Request signatures (INTERFACE.md §11): gateway_httpsig::Failure::reason.
     "signature_invalid",
     "signature_expired",
     "nonce_replayed",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use gateway_core::Amount;
 use gateway_http::AppState;
 
-/// Distinct currency labels exported for the balance gauge; the spec caps the label's
+/// Distinct currency labels exported for the balance gauge; INTERFACE.md caps the label's
 /// cardinality at 100 (further currencies are skipped, which is not an error).
 const MAX_CURRENCY_LABELS: usize = 100;
 
@@ -36,7 +36,7 @@ pub(crate) fn spawn_background(
         }
     });
 
-    // Readiness follows writes (contract 10): a one-row commit every second keeps the verdict
+    // Readiness follows writes (INTERFACE.md §10): a one-row commit every second keeps the verdict
     // fresh when nobody else writes; the store records every commit's outcome itself.
     let store = state.store_health.clone();
     tasks.spawn(async move {
@@ -140,7 +140,7 @@ pub(crate) fn spawn_background(
 
     if let Some(changes) = trust_changes {
         // Replicas sharing PostgreSQL: a trust change committed through any replica arrives as
-        // a NOTIFY and is reloaded at once (contract 10: within 1 s); the 5 s tick is the
+        // a NOTIFY and is reloaded at once (INTERFACE.md §10: within 1 s); the 5 s tick is the
         // safety net for a notification lost while the listener reconnects.
         let trust = state.trust.clone();
         tasks.spawn(async move {

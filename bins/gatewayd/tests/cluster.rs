@@ -1,4 +1,4 @@
-//! Cluster mode (contract 10): replicas on one PostgreSQL sharing one Redis. Each test runs
+//! Cluster mode (INTERFACE.md §10): replicas on one PostgreSQL sharing one Redis. Each test runs
 //! when `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL` are set (and fails loudly when
 //! they are set and unreachable); each works under a Redis prefix and a PostgreSQL schema of its
 //! own.

@@ -1,4 +1,4 @@
-//! Cluster mode under faults (contract 10):
+//! Cluster mode under faults (INTERFACE.md §10):
 //!
 //! - Redis stopped and started under a serving gateway: logins answer 503, request limits fall
 //!   back to the replica's own, payments answer 503 (or count locally when configured so), health

@@ -1,4 +1,4 @@
-//! The coop's log through a whole gateway (contract 12): the checkpointer signs a checkpoint
+//! The coop's log through a whole gateway (INTERFACE.md §12): the checkpointer signs a checkpoint
 //! covering a payment by itself, sends it to a witness (`gatewayd witness`, served in this
 //! process), and a member's proof that waited for the witness quorum verifies offline against a
 //! policy naming the log's key and the witness; `gatewayd log fsck` finds the log sound.

@@ -1,4 +1,4 @@
-//! What an operator runs the gateway with (contract 10 "Metrics", "Alert rules", "Logs"), tried
+//! What an operator runs the gateway with (INTERFACE.md §10 "Metrics", "Alert rules", "Logs"), tried
 //! against a real `gatewayd` process:
 //!
 //! - every family is exported with HELP text from the first scrape, counters at 0;
@@ -459,7 +459,7 @@ async fn series_within(gateway: &Gateway, series: &str, within: Duration) -> Opt
     }
 }
 
-/// `icn_ledger_balances_total{currency}` (contract 10; the sum of every balance of a currency,
+/// `icn_ledger_balances_total{currency}` (INTERFACE.md §10; the sum of every balance of a currency,
 /// 0 in a sound mutual-credit ledger): a coop's currency is there once the coop is, a payment's
 /// new currency within a second of the payment, and a gateway started on a store with
 /// currencies has them on its very first scrape. On every store.

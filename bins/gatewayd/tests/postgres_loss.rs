@@ -1,6 +1,6 @@
 //! A gateway whose PostgreSQL goes away: every request that needs the database is answered 503
 //! within about a second (never 500, never the pool's old 5 s wait), `/readyz` says so, and the
-//! gateway serves again by itself once the database is back (contract 10).
+//! gateway serves again by itself once the database is back (INTERFACE.md §10).
 //!
 //! The test starts its own PostgreSQL (the machine's `/usr/lib/postgresql/15/bin`) on a free port
 //! in a temporary directory, and stops only that one; the shared server is never touched. It

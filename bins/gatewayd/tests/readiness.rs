@@ -1,4 +1,4 @@
-//! Readiness follows writes (contract 10): a gateway on a SQLite file whose disk fills up answers
+//! Readiness follows writes (INTERFACE.md §10): a gateway on a SQLite file whose disk fills up answers
 //! writes 503 and `/readyz` 503 while reads go on, and is ready again by itself once a commit
 //! succeeds.
 //!

@@ -2,7 +2,7 @@
 //! loudly if it is set and unreachable), each a full [`gatewayd::serve`] with its own store
 //! connections, limiter and caches, served in this process: a WebSocket client connected to
 //! replica A receives, in order and without gaps, the events written through replica B; and
-//! concurrent requests split across the two replicas keep the contract's concurrency rules
+//! concurrent requests split across the two replicas keep the interface's concurrency rules
 //! (section 5).
 
 mod support;
@@ -321,7 +321,7 @@ async fn executors_racing_on_two_replicas_claim_each_task_once() {
 }
 
 /// A trust edge set and then revoked through replica A counts, and then stops counting, on
-/// replica B within a second (contract 10: state a replica caches follows writes made through
+/// replica B within a second (INTERFACE.md §10: state a replica caches follows writes made through
 /// another replica within 1 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trust_change_on_one_replica_counts_on_the_other_within_a_second() {
@@ -361,7 +361,7 @@ async fn a_trust_change_on_one_replica_counts_on_the_other_within_a_second() {
     }
 }
 
-/// Two replicas checkpointing one coop's log at once (contract 12): payments go through both,
+/// Two replicas checkpointing one coop's log at once (INTERFACE.md §12): payments go through both,
 /// both replicas' checkpointers run, and every checkpoint either replica publishes verifies with
 /// the coop's key and is consistent with every other one: one history, never a fork.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

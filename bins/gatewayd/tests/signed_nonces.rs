@@ -1,4 +1,4 @@
-//! Request-signature nonces across replicas that share PostgreSQL and no Redis (contract 11:
+//! Request-signature nonces across replicas that share PostgreSQL and no Redis (INTERFACE.md §11:
 //! "accepted once within its validity, by every replica ... without Redis through the shared
 //! store"). Each replica is a full [`gatewayd::serve`] in this process on a fresh schema of the
 //! test database; the test plays a replayer behind a load balancer: the same signed payment,

@@ -1,4 +1,4 @@
-//! WebSocket protocol violations (contract 9), sent as raw frames over a real socket by a client
+//! WebSocket protocol violations (INTERFACE.md §9), sent as raw frames over a real socket by a client
 //! that breaks RFC 6455 on purpose: each is answered with a Close frame carrying the RFC's code
 //! (1002 protocol error, 1003 binary, 1007 invalid UTF-8, 1009 too big), never a bare TCP reset,
 //! and each counts as a `ws_protocol` violation of the client's address.
@@ -158,7 +158,7 @@ async fn upgrade_answers_carry_a_request_id_and_the_security_headers() {
 }
 
 /// A hostile page can make its visitors' browsers open sockets and send binary frames: however
-/// many, they never quarantine the address (contract 10), though each is still counted.
+/// many, they never quarantine the address (INTERFACE.md §10), though each is still counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_frames_never_quarantine_the_address() {
     let gateway = serve_in_process("memory", &["--open-enrollment", "true", "--quarantine-violations", "3"]).await;
@@ -173,7 +173,7 @@ async fn binary_frames_never_quarantine_the_address() {
     assert!(switched.starts_with("HTTP/1.1 101"), "{switched}");
 }
 
-/// In production, an upgrade from a page of another origin is refused 403 with the contract's
+/// In production, an upgrade from a page of another origin is refused 403 with the interface's
 /// body before any frame; the configured origin, and a client without `Origin`, are switched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_from_another_origin_is_refused_before_any_frame() {

@@ -38,7 +38,7 @@ pub struct LoginRequest {
     pub challenge_id: Option<String>,
 }
 
-/// A refused login: the contract error the client sees and, for a refusal of the signature or
+/// A refused login: INTERFACE.md error the client sees and, for a refusal of the signature or
 /// the challenge itself, which one it was (the client is told the same message either way, so
 /// that it cannot tell them apart; the gateway counts them as misbehaviour).
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ impl Authenticator {
         &self.policy
     }
 
-    /// Parses a DID and checks that its method is resolvable (spec: "the DID must parse").
+    /// Parses a DID and checks that its method is resolvable (INTERFACE.md §3: "the DID must parse").
     pub fn parse_did(&self, text: &str) -> Result<(Did, gateway_core::Ed25519PublicKey), Error> {
         let did = Did::parse(text).map_err(|e| Error::bad_request_field("did", format!("invalid DID: {e}")))?;
         let key = self.resolver.resolve(&did)?;

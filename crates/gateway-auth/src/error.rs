@@ -1,4 +1,4 @@
-//! Failures of authentication, and how they map to the contract's error kinds.
+//! Failures of authentication, and how they map to the interface's error kinds.
 
 use gateway_core::Error;
 

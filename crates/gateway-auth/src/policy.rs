@@ -1,4 +1,4 @@
-//! Who gets which scopes at login (contract §3).
+//! Who gets which scopes at login (docs/INTERFACE.md §3.6).
 //!
 //! A token's scopes are not whatever the client asks for: a member gets what its role allows, a
 //! non-member of an existing cooperative gets nothing, and a DID may bootstrap a cooperative that

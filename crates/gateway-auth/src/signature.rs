@@ -13,7 +13,7 @@ use crate::cache::Bounded;
 /// The decoded length of an Ed25519 signature.
 pub const SIGNATURE_LEN: usize = 64;
 
-/// Decodes a hex signature, checking the spec's steps "hex-decodes" and "exactly 64 bytes".
+/// Decodes a hex signature, checking the interface's steps "hex-decodes" and "exactly 64 bytes".
 pub fn decode_signature_hex(text: &str) -> Result<[u8; SIGNATURE_LEN], Error> {
     let bytes =
         hex::decode(text).map_err(|_| Error::bad_request_field("signature", "signature must be hex-encoded"))?;

@@ -46,7 +46,7 @@ impl fmt::Debug for TokenConfig {
 }
 
 impl TokenConfig {
-    /// The contract's defaults (one hour, 30 s leeway) around a secret.
+    /// The interface's defaults (one hour, 30 s leeway) around a secret.
     pub fn with_secret(secret: impl Into<Vec<u8>>) -> Self {
         Self {
             secret: secret.into(),

@@ -39,7 +39,7 @@ pub enum VerifyRequest {
         #[serde(skip_serializing_if = "Option::is_none")]
         challenge_id: Option<String>,
     },
-    /// The spec's alternative body: an identity-only token (no coop, no scopes).
+    /// The interface's alternative body: an identity-only token (no coop, no scopes).
     IdentityOnly {
         /// The DID that signed.
         did: String,

@@ -50,8 +50,8 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Whether critical operations (payments, votes, member and settings changes, …; contract
-    /// 11's list) are sent signed with the logged-in key (default: yes). Without a key (a client
+    /// Whether critical operations (payments, votes, member and settings changes, …; the list of
+    /// INTERFACE.md §11) are sent signed with the logged-in key (default: yes). Without a key (a client
     /// given only a session) nothing is signed.
     pub fn sign_requests(mut self, sign: bool) -> Self {
         self.sign_requests = sign;
@@ -252,7 +252,7 @@ impl Client {
 
     /// The sequence number of the last event an operation of this client (or of a clone of it)
     /// appended, from the `ICN-Event-Seq` header of the last successful answer that carried one
-    /// (contract 12): what [`Client::log_proof`] proves. `None` before any such answer. With
+    /// (INTERFACE.md §12): what [`Client::log_proof`] proves. `None` before any such answer. With
     /// requests running concurrently on clones, it is whichever answer arrived last.
     pub fn last_event_seq(&self) -> Option<u64> {
         match self.inner.last_event_seq.load(Ordering::Relaxed) {
@@ -267,7 +267,7 @@ impl Client {
         self.login_with(Credentials { identity, coop_id: Some(coop_id), scopes: scopes.to_vec() }).await
     }
 
-    /// Logs in for an identity-only token (the spec's `{did, challenge_id, signature}` body): no
+    /// Logs in for an identity-only token (the interface's `{did, challenge_id, signature}` body): no
     /// cooperative, no scopes; it opens the identity routes only.
     pub async fn login_identity_only(&self, identity: Identity) -> Result<Session> {
         self.login_with(Credentials { identity, coop_id: None, scopes: Vec::new() }).await

@@ -1,7 +1,7 @@
 //! Compute routes: submitting CCL tasks, listing and reading them, cancelling, and the
 //! executor protocol (claim, then complete with a signed result).
 //!
-//! The SDK does not parse or run CCL: the contract travels as the JSON text the gateway
+//! The SDK does not parse or run CCL: INTERFACE.md travels as the JSON text the gateway
 //! checks, and the gateway's built-in executor (or any executor) runs it.
 //! [`Client::complete_task_signed`] computes the completion signature with
 //! [`crate::Identity::sign_completion`].

@@ -1,9 +1,9 @@
-//! The client-side error classes of the spec (Errors 5), parsed from the contract's error body
+//! The client-side error classes of INTERFACE.md §2.3, parsed from the error body
 //! `{"error", "code", "details"}`, the status and the `Retry-After` header.
 //!
 //! Each variant is one thing a caller does differently: log in again, ask for other scopes, fix
 //! a field, wait, give up on an id, or retry later. Parsing never fails: a body that is not the
-//! contract's shape still yields the class its status implies. This module does not decide
+//! error body's shape still yields the class its status implies. This module does not decide
 //! whether to retry (see [`crate::retry`]) and does not print advice for humans (the CLI does).
 
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ pub enum Error {
     },
     /// 403: the token lacks a scope (`required_scopes`), a login asked for scopes the role does
     /// not allow (`refused_scopes`), the path names another cooperative, or the caller's trust
-    /// is too low (`trust`, the contract's `INSUFFICIENT_TRUST`).
+    /// is too low (`trust`, the interface's `INSUFFICIENT_TRUST`).
     #[error("not authorized: {message}")]
     Authorization {
         /// The gateway's message.
@@ -85,7 +85,7 @@ pub enum Error {
     /// transition, idempotency-key reuse), `INSUFFICIENT_CREDIT`, `SLIPPAGE_EXCEEDED`.
     #[error("conflict ({code}): {message}")]
     Conflict {
-        /// The contract code.
+        /// The error code.
         code: String,
         /// The gateway's message.
         message: String,
@@ -97,7 +97,7 @@ pub enum Error {
     Api {
         /// HTTP status.
         status: u16,
-        /// The contract code.
+        /// The error code.
         code: String,
         /// The gateway's message.
         message: String,
@@ -212,7 +212,7 @@ impl Error {
         matches!(self, Error::Server { retryable: true, .. })
     }
 
-    /// The contract's code, when the gateway sent one.
+    /// The interface's code, when the gateway sent one.
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::Authorization { trust: Some(_), .. } => Some("INSUFFICIENT_TRUST"),

@@ -1,4 +1,4 @@
-//! The event subscriber: follows a cooperative's stream (`/v1/ws/{coop_id}`, contract §9) and
+//! The event subscriber: follows a cooperative's stream (`/v1/ws/{coop_id}`, docs/INTERFACE.md §9) and
 //! survives disconnections.
 //!
 //! A background task connects, authenticates with `Auth{token}` (a fresh token from the client
@@ -179,7 +179,7 @@ impl Client {
     }
 }
 
-/// Frames the gateway sends (contract §9). Unknown types are ignored for forward
+/// Frames the gateway sends (docs/INTERFACE.md §9.3). Unknown types are ignored for forward
 /// compatibility.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type")]

@@ -1,4 +1,4 @@
-//! Checking a signed record offline (contract 11, "Evidence"): that the member's signature
+//! Checking a signed record offline (INTERFACE.md §11, "Evidence"): that the member's signature
 //! verifies, that the body the evidence keeps is the body that was signed, and that the
 //! record's own fields are that body's.
 //!

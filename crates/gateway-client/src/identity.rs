@@ -96,7 +96,7 @@ impl Identity {
         self.key.sign(message).to_bytes()
     }
 
-    /// The login signature in the spec's form: hex of the signature over the nonce's UTF-8
+    /// The login signature in the interface's form: hex of the signature over the nonce's UTF-8
     /// bytes.
     pub fn sign_nonce(&self, nonce: &str) -> String {
         hex::encode(self.sign(nonce.as_bytes()))

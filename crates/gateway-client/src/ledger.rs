@@ -149,7 +149,7 @@ pub struct BatchItemResult {
     /// Why it was refused.
     #[serde(default)]
     pub error: Option<String>,
-    /// The contract code of the refusal.
+    /// The error code of the refusal.
     #[serde(default)]
     pub code: Option<String>,
 }
@@ -195,7 +195,7 @@ pub struct ConversionRequest {
     pub from_currency: Currency,
     /// Target currency.
     pub to_currency: Currency,
-    /// Refuse (409) if the payee would receive more than this (the spec's slippage bound).
+    /// Refuse (409) if the payee would receive more than this (the interface's slippage bound).
     pub max_target_amount: Option<Amount>,
     /// Refuse (409) if the payee would receive less than this.
     pub min_target_amount: Option<Amount>,
@@ -264,7 +264,7 @@ impl Client {
         self.call_json(call).await
     }
 
-    /// `GET /v1/ledger/{coop}/export` (contract 13): the coop's books as `format` (`beancount`,
+    /// `GET /v1/ledger/{coop}/export` (INTERFACE.md §13): the coop's books as `format` (`beancount`,
     /// `hledger` or `csv`) for the days `[from, to)` (`YYYY-MM-DD`, UTC; each optional), of one
     /// account when `member` is given (a member may only export their own), written to `out` as
     /// the gateway streams it, in constant memory. Returns the bytes written.

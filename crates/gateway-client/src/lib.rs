@@ -1,9 +1,9 @@
 //! A typed async SDK of the cooperative gateway.
 //!
-//! [`Client`] covers every route of the contract (the `/v1` family, plus the short-family
+//! [`Client`] covers every route of INTERFACE.md (the `/v1` family, plus the short-family
 //! routes whose behaviour differs: the caller's own balance and create-and-open proposals),
 //! logs in with an Ed25519 [`Identity`] by challenge and signature, renews its token shortly
-//! before it expires, parses the contract's error body into the spec's client-side classes
+//! before it expires, parses the error body into the interface's client-side classes
 //! ([`Error`]), retries what is safe to retry ([`RetryPolicy`]), and follows a cooperative's
 //! event stream with automatic reconnection and backfill ([`Client::subscribe`]).
 //!
@@ -29,7 +29,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The coop's log (contract 12): [`Client::log_checkpoint`], [`Client::log_proof`] and the
+//! The coop's log (INTERFACE.md §12): [`Client::log_checkpoint`], [`Client::log_proof`] and the
 //! other `log_*` routes, [`verify_proof`] to check a proof of an entry offline against a C2SP
 //! tlog-policy, and [`Client::audit`] to check a coop's whole history (signatures, tree,
 //! consistency with the last audit, receipts) and replay its ledger against the live balances.

@@ -1,4 +1,4 @@
-//! The coop's log (contract 12) from a member's or an auditor's side: fetching the signed
+//! The coop's log (INTERFACE.md §12) from a member's or an auditor's side: fetching the signed
 //! checkpoint, the verifier keys, hash tiles, entry bundles, inclusion and consistency proofs;
 //! checking a proof offline against a C2SP tlog-policy ([`verify_proof`]); and auditing a coop
 //! end to end ([`Client::audit`], in `log/audit.rs`).

@@ -1,4 +1,4 @@
-//! Signing critical operations (contract 11): which requests are critical, and their
+//! Signing critical operations (INTERFACE.md §11): which requests are critical, and their
 //! `Content-Digest`, `Signature-Input` and `Signature` in the gateway's profile.
 //!
 //! The profile itself is `gateway-httpsig`'s, shared with the gateway that verifies it. This
@@ -16,7 +16,7 @@ use crate::identity::Identity;
 /// 300 s, so a captured request is soon worthless.
 const LIFETIME_SECS: u64 = 60;
 
-/// Whether a call is one of contract 11's critical operations (the gateway refuses them unsigned
+/// Whether a call is one of INTERFACE.md §11's critical operations (the gateway refuses them unsigned
 /// in a coop that requires signatures), by method and path segments.
 pub(crate) fn is_critical(method: &Method, segments: &[String]) -> bool {
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The payload of a gateway token. `coop_id` is absent and `scopes` empty for an identity-only
-/// token (issued by the spec's alternative verify body).
+/// token (issued by the interface's alternative verify body).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     /// DID of the subject.

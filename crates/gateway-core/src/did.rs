@@ -1,7 +1,7 @@
 //! Decentralised identifiers: syntax validation, and key resolution for the methods whose key is
 //! embedded in the identifier itself.
 //!
-//! Parsing follows the W3C DID syntax restricted as the contract states (method `[a-z0-9]+`,
+//! Parsing follows the W3C DID syntax restricted as INTERFACE.md states (method `[a-z0-9]+`,
 //! method-specific id `[A-Za-z0-9._:%-]+`, at most 256 characters). Resolution of methods that
 //! would need a network call is deliberately absent: [`DidResolver`] is the seam where such
 //! methods would be added.
@@ -223,7 +223,7 @@ pub trait DidResolver: Send + Sync + fmt::Debug {
 pub struct KeyDidResolver;
 
 impl KeyDidResolver {
-    /// Which supported method a DID uses, or the contract's `UNSUPPORTED_DID_METHOD` error.
+    /// Which supported method a DID uses, or the interface's `UNSUPPORTED_DID_METHOD` error.
     pub fn method_of(did: &Did) -> Result<DidMethod, Error> {
         match did.method() {
             "key" => Ok(DidMethod::Key),

@@ -1,8 +1,8 @@
-//! The contract's error kinds, independent of transport.
+//! The interface's error kinds, independent of transport.
 //!
 //! Every library crate has its own error enum for its own failures; they convert into [`Error`],
-//! which names each failure the way the contract does (code, status, details). The HTTP layer
-//! turns an [`Error`] into the contract's JSON body; nothing here writes JSON bodies or knows
+//! which names each failure the way INTERFACE.md does (code, status, details). The HTTP layer
+//! turns an [`Error`] into the interface's JSON body; nothing here writes JSON bodies or knows
 //! about response types.
 
 use std::borrow::Cow;
@@ -14,7 +14,7 @@ use crate::scope::Scope;
 /// Field name → messages, the `details.fields` of a `BAD_REQUEST`.
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
 
-/// The contract's error codes, each with its fixed HTTP status.
+/// The interface's error codes, each with its fixed HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 400: validation failure.
@@ -37,7 +37,7 @@ pub enum ErrorCode {
     InsufficientCredit,
     /// 409: a conversion's target amount is outside the client's bounds.
     SlippageExceeded,
-    /// 408: the request's headers or body did not arrive in time (contract 1: 10 s, 30 s).
+    /// 408: the request's headers or body did not arrive in time (INTERFACE.md §1: 10 s, 30 s).
     RequestTimeout,
     /// 413: request body over the limit.
     PayloadTooLarge,
@@ -74,7 +74,7 @@ impl ErrorCode {
         }
     }
 
-    /// The HTTP status the contract assigns to the code.
+    /// The HTTP status INTERFACE.md assigns to the code.
     pub const fn status(self) -> u16 {
         match self {
             ErrorCode::BadRequest | ErrorCode::UnsupportedDidMethod => 400,
@@ -127,7 +127,7 @@ impl RateLimitLayer {
     }
 }
 
-/// A failure the contract names. The `Display` text is the `error` message sent to clients,
+/// A failure INTERFACE.md names. The `Display` text is the `error` message sent to clients,
 /// except for [`Error::Internal`], whose text is only logged.
 ///
 /// It serialises (serde's externally tagged form) so a decided refusal can be stored and
@@ -275,7 +275,7 @@ impl Error {
         Error::NotFound { resource: Cow::Borrowed(resource), id: id.into() }
     }
 
-    /// The contract code of this error.
+    /// The error code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::BadRequest { .. } => ErrorCode::BadRequest,

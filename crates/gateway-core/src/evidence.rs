@@ -1,4 +1,4 @@
-//! The evidence a signed request leaves on what it created (contract 11): enough for anyone to
+//! The evidence a signed request leaves on what it created (INTERFACE.md §11): enough for anyone to
 //! verify offline that the member signed it, with nothing but the member's DID.
 
 use serde::{Deserialize, Serialize};

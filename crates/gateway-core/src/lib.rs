@@ -1,5 +1,5 @@
 //! The shared vocabulary of the gateway: identifiers, scopes, token claims, money and the
-//! contract's error kinds.
+//! interface's error kinds.
 //!
 //! Everything here is plain data with validation. This crate performs no I/O, knows nothing of
 //! HTTP, storage or cryptographic verification, and depends on no other crate of the workspace

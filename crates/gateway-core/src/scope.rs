@@ -1,6 +1,6 @@
 //! Scopes (`resource:action`) and cheap sets of them.
 //!
-//! The spec's eleven scopes plus `compute:execute` (the executor protocol's addition). A
+//! The interface's eleven scopes plus `compute:execute` (the executor protocol's addition). A
 //! [`ScopeSet`] is a bit set so that the check on every protected request is one AND.
 
 use std::fmt;

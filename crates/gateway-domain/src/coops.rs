@@ -378,7 +378,7 @@ impl Coops {
                     return Err(Error::conflict(format!("cooperative '{}' already exists", record.id)));
                 }
                 tx.insert_coop(&record).await?;
-                // The log begins before the coop's first event (contract 12).
+                // The log begins before the coop's first event (INTERFACE.md §12).
                 crate::log::open_new(tx, &record, now).await?;
                 tx.insert_member(&record.id, &admin).await?;
                 tx.insert_domain(&coop_domain(&record.id, now)).await?;

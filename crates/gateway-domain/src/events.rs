@@ -562,7 +562,7 @@ mod tests {
         assert!(data.as_str().contains(r#""amount":999999999999.999999"#), "{data}");
     }
 
-    /// A signed payment's event carries its evidence without the signed body (contract 11):
+    /// A signed payment's event carries its evidence without the signed body (INTERFACE.md §11):
     /// the history item serves the body, a frame never carries it.
     #[test]
     fn a_signed_payment_event_carries_its_evidence_without_the_body() {

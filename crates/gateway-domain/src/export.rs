@@ -1,5 +1,5 @@
-//! The treasurer's export (contract 13): a coop's books as a Beancount file, an hledger journal
-//! or a CSV table, written from the coop's log (contract 12) in one streaming pass.
+//! The treasurer's export (INTERFACE.md §13): a coop's books as a Beancount file, an hledger journal
+//! or a CSV table, written from the coop's log (INTERFACE.md §12) in one streaming pass.
 //!
 //! The log is the source: entry 0 (`LogOpened`) gives the members and the non-zero balances when
 //! the log began, and every `PaymentCreated` entry a transaction (a payment, a batch item, a
@@ -57,7 +57,7 @@ const FLUSH_BYTES: usize = 64 * 1024;
 /// Chunks waiting for a slow reader before the export waits too.
 const CHANNEL_CHUNKS: usize = 4;
 
-/// The CSV header row (contract 13).
+/// The CSV header row (INTERFACE.md §13).
 pub const CSV_HEADER: &str = "id,seq,log_index,timestamp,kind,from,to,amount,currency,memo,batch_id";
 
 /// The opening-balance account of a member's export.
@@ -765,7 +765,7 @@ impl Books {
                 let _ = write!(
                     text,
                     "; The books of cooperative {coop}: {whose} from {period}, UTC,\n\
-                     ; from the coop's log (contract 13; names: docs/API.md, \"Treasurer export\").\n\
+                     ; from the coop's log (names: docs/API.md, \"Treasurer export\").\n\
                      ; Exported at {at}. One pass over the log: the declarations, the opening\n\
                      ; balances and the closing balance assertions follow the transactions.\n",
                     coop = request.coop,

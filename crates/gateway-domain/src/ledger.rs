@@ -63,7 +63,7 @@ pub struct PaymentRequest {
     pub currency: Option<Currency>,
     /// Free text.
     pub memo: Option<String>,
-    /// The request's signature, kept on the record as evidence (contract 11).
+    /// The request's signature, kept on the record as evidence (INTERFACE.md §11).
     pub request_signature: Option<gateway_core::RequestSignature>,
 }
 
@@ -88,7 +88,7 @@ pub struct ConversionRequest {
     /// who asked for it and to its amount: another member's quote is 403 (`details.reason =
     /// "quote_of_another_member"`), another amount 400 (field `amount`), a second use 409.
     pub quote_id: Option<String>,
-    /// The request's signature, kept on the record as evidence (contract 11).
+    /// The request's signature, kept on the record as evidence (INTERFACE.md §11).
     pub request_signature: Option<gateway_core::RequestSignature>,
 }
 

@@ -139,7 +139,7 @@ pub const COMPLETION_MESSAGE_V2: &str = "icn-compute-completion/v2";
 /// error=<none, or lowercase hex SHA-256 of the error's UTF-8>
 /// ```
 ///
-/// The contract's original message (`task_hash ‖ SHA-256(output)`, "v1") bound neither the
+/// The interface's original message (`task_hash ‖ SHA-256(output)`, "v1") bound neither the
 /// outcome nor the fuel, so a result could be relabelled after signing; it is not accepted.
 pub fn completion_message(
     task_hash: &str,

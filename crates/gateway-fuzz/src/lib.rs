@@ -153,7 +153,7 @@ pub fn signature_input(data: &[u8]) {
 
 /// The request bodies of every route that takes one, with their validation: through the real
 /// router (in memory, a token with every scope), any body is answered, never 5xx, and every
-/// refusal has the contract's error body. The first byte picks the route.
+/// refusal has the error body. The first byte picks the route.
 pub fn request_bodies(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else { return };
     let app = app();

@@ -6,7 +6,7 @@
 //! take [`Authorized<R>`], which refuses the request unless the token carries the scopes of `R`,
 //! or [`CoopCaller<R>`], which also settles the cooperative the request acts on: the one in the
 //! path, which must be the token's, or the token's own where the path names none. No handler
-//! checks a cooperative by hand. The enforcement order is the contract's: token (401) → scope
+//! checks a cooperative by hand. The enforcement order is the interface's: token (401) → scope
 //! (403) → cooperative (403) → payer (403) → trust (403).
 
 use std::marker::PhantomData;

@@ -1,4 +1,4 @@
-//! The cross-origin policy (spec 11, contract 10): permissive in development; in production
+//! The cross-origin policy (INTERFACE.md §10.4): permissive in development; in production
 //! only the configured origin, methods GET, POST, PUT and DELETE, max age 3600. In both modes
 //! the request headers a client of this API sends are admitted by name ([`ALLOW_HEADERS`]:
 //! a wildcard does not cover `Authorization`), and the answer headers it reads are exposed by
@@ -19,15 +19,15 @@ const VARY: HeaderValue =
     HeaderValue::from_static("origin, access-control-request-method, access-control-request-headers");
 /// Any origin, method or header (development).
 const WILDCARD: HeaderValue = HeaderValue::from_static("*");
-/// The request headers admitted in both modes (contract 10): authentication, JSON bodies,
-/// idempotent retries, request signatures (contract 11) and a caller's request id.
+/// The request headers admitted in both modes (INTERFACE.md §10): authentication, JSON bodies,
+/// idempotent retries, request signatures (INTERFACE.md §11) and a caller's request id.
 pub const ALLOW_HEADERS: &str =
     "authorization,content-type,idempotency-key,signature,signature-input,content-digest,x-request-id";
 /// Development admits any other header as well. `*` covers every name but `Authorization`
 /// (Fetch standard), which is why the names are listed too.
 const DEV_ALLOW_HEADERS: &str =
     "*,authorization,content-type,idempotency-key,signature,signature-input,content-digest,x-request-id";
-/// The answer headers a cross-origin page may read, in both modes (contract 10): the DID
+/// The answer headers a cross-origin page may read, in both modes (INTERFACE.md §10): the DID
 /// layer's `X-RateLimit-*`, `Retry-After` of a 429 or a quarantine, the request id, and the
 /// event sequence a write answers with.
 pub const EXPOSE_HEADERS: &str =

@@ -317,7 +317,7 @@ where
         } else if is_websocket_upgrade(&request) && cors.refuses_origin(request.headers()) {
             // Browsers do not preflight a WebSocket upgrade, and the socket is not bound by the
             // same-origin policy: a page elsewhere could open one with its visitor's cookies
-            // or token. Refused before the route, so before any frame (contract 10).
+            // or token. Refused before the route, so before any frame (INTERFACE.md §10).
             Some(origin_refused())
         } else {
             declared_oversize(&request)
@@ -328,7 +328,7 @@ where
         }
         request.extensions_mut().insert(gateway_limits::ClientAddress { ip: client, exempt });
         if let Some(read) = &seen.body_read {
-            // The body is due within the body timeout of the head (contract 1).
+            // The body is due within the body timeout of the head (INTERFACE.md §1).
             let body = std::mem::take(request.body_mut());
             let timed = crate::extract::Deadline::new(body, state.config.body_timeout).telling(read.clone());
             *request.body_mut() = axum::body::Body::new(timed);
@@ -464,7 +464,7 @@ fn security_headers(headers: &mut HeaderMap, tls: bool, swagger: bool) {
     }
 }
 
-/// 413 with the contract body for a request whose declared `Content-Length` is over the body
+/// 413 with the error body for a request whose declared `Content-Length` is over the body
 /// limit: refused before any of it is read, and before any other work (authentication
 /// included). A client that sent `Expect: 100-continue` is never told to send the body.
 fn declared_oversize(request: &Request) -> Option<Response> {

@@ -1,7 +1,7 @@
 //! The one error type of the HTTP layer and its single `IntoResponse`.
 //!
-//! Every failure a client can see becomes `{"error", "code", "details"}` here, with the status the
-//! contract fixes for the code. Internal errors reach the client as an opaque message; their cause
+//! Every failure a client can see becomes `{"error", "code", "details"}` here, with the status
+//! INTERFACE.md §2.2 fixes for the code. Internal errors reach the client as an opaque message; their cause
 //! is attached to the response as an extension and logged once, with the request id, by the
 //! edge (`edge::Edge`), which also counts an oversized body as misbehaviour.
 
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 /// A failure as the HTTP layer reports it.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// A contract error from the domain, authentication or validation; status from its code.
+    /// An interface error from the domain, authentication or validation; status from its code.
     #[error(transparent)]
     Core(#[from] Error),
     /// 413: the body is larger than the limit.
@@ -32,7 +32,7 @@ pub enum ApiError {
     /// by the connection itself, before hyper has a request).
     #[error("the request's headers did not arrive within the time allowed")]
     HeadTimeout,
-    /// 401: a request signature was refused, or a required one is missing (contract 11);
+    /// 401: a request signature was refused, or a required one is missing (INTERFACE.md §11);
     /// `details.reason` names why, and the answer carries `Accept-Signature`.
     #[error("{0}")]
     RequestSignature(gateway_httpsig::Failure),
@@ -43,7 +43,7 @@ pub enum ApiError {
 pub struct InternalCause(pub String);
 
 impl ApiError {
-    /// The contract code of this error.
+    /// The error code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
             ApiError::Core(e) => e.code(),
@@ -123,25 +123,25 @@ impl ApiError {
     }
 }
 
-/// The contract's error body as sent: `{error, code, details}`.
+/// The error body as sent: `{error, code, details}`.
 #[derive(Debug, serde::Serialize)]
 pub struct ErrorBodyOut {
     /// Human message.
     pub error: String,
-    /// The contract code.
+    /// The error code.
     pub code: &'static str,
     /// Code-specific details, as exact JSON text.
     pub details: JsonText,
 }
 
 impl ApiError {
-    /// The status and the contract body.
+    /// The status and the error body.
     pub fn status_and_body(&self) -> (u16, ErrorBodyOut) {
         let code = self.code();
         (code.status(), ErrorBodyOut { error: self.message(), code: code.as_str(), details: self.details() })
     }
 
-    /// The status and the contract body as JSON text: the one place the body is written, for
+    /// The status and the error body as JSON text: the one place the body is written, for
     /// the router's answers and for those the connection writes itself (a refused connection,
     /// a head that timed out, a head hyper could not parse).
     pub fn status_and_text(&self) -> (u16, String) {

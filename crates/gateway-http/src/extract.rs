@@ -1,9 +1,9 @@
-//! Wrappers around axum's `Json`, `Path` and `Query` whose rejections use the contract's error
+//! Wrappers around axum's `Json`, `Path` and `Query` whose rejections use the interface's error
 //! body, with `details.fields` naming the field at fault.
 //!
 //! Bodies are parsed from the exact request bytes with `serde_path_to_error`, so money amounts
 //! keep their exact decimal text (see `gateway_core::Amount`) and the error names the path of the
-//! offending field. Unknown fields are ignored, as the contract says.
+//! offending field. Unknown fields are ignored, as INTERFACE.md says.
 
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -21,10 +21,10 @@ use crate::error::ApiError;
 /// The request body limit, 1 MiB.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
 
-/// How long a request's body may take to arrive once its head has (contract 1).
+/// How long a request's body may take to arrive once its head has (INTERFACE.md §1).
 pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A body that could not be read, as the contract answers it: over the limit 413, past its
+/// A body that could not be read, as INTERFACE.md answers it: over the limit 413, past its
 /// deadline 408, anything else 400.
 pub(crate) fn body_rejection(rejection: BytesRejection) -> ApiError {
     match rejection {
@@ -198,7 +198,7 @@ fn missing_field_name(message: &str) -> Option<String> {
     Some(rest[..rest.find('`')?].to_owned())
 }
 
-/// Path parameters, with a contract error body on rejection.
+/// Path parameters, with an error body on rejection.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Path<T>(pub T);
 
@@ -219,7 +219,7 @@ where
     }
 }
 
-/// Query parameters, with a contract error body naming the parameter on rejection.
+/// Query parameters, with an error body naming the parameter on rejection.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Query<T>(pub T);
 

@@ -1,5 +1,5 @@
 //! The HTTP adapter of the gateway: the axum router for both route families (`/v1/...` and the
-//! short family), authentication extractors, the contract's error body, OpenAPI and Swagger UI,
+//! short family), authentication extractors, the error body, OpenAPI and Swagger UI,
 //! and serving with graceful shutdown.
 //!
 //! Handlers translate between wire DTOs and domain calls; no business rule lives here. WebSocket
@@ -231,7 +231,7 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-/// Serves `app` on `listener` with the edge's default limits (contract 1's timeouts, a cap on
+/// Serves `app` on `listener` with the edge's default limits (INTERFACE.md §1's timeouts, a cap on
 /// connections per address) until `shutdown` resolves, then lets in-flight requests finish.
 pub async fn serve<S>(
     listener: TcpListener,

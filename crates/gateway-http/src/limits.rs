@@ -4,8 +4,8 @@
 //!
 //! The limiters themselves are `gateway-limits`'; this module picks keys and quotas, finds the
 //! client IP (believing `X-Forwarded-For` only from configured proxies), and turns denials into
-//! the contract's 429. In a cluster every layer counts in the shared backend (Redis), and this
-//! module applies contract 10's fallbacks when it cannot answer: the IP and DID layers count on
+//! the 429 of INTERFACE.md §14. In a cluster every layer counts in the shared backend (Redis), and this
+//! module applies INTERFACE.md §10's fallbacks when it cannot answer: the IP and DID layers count on
 //! this replica's own limiters, and payments are refused 503 unless the velocity fallback is
 //! `local`.
 
@@ -26,7 +26,7 @@ use ipnet::IpNet;
 
 use crate::error::ApiError;
 
-/// The names of the limiter crate's metrics in this gateway (contract 10's families).
+/// The names of the limiter crate's metrics in this gateway (INTERFACE.md §10's families).
 pub const METRIC_NAMES: gateway_limits::MetricNames = gateway_limits::MetricNames {
     rate_limit_exceeded_total: "icn_gateway_rate_limit_exceeded_total",
     rate_limit_backend_errors_total: "icn_gateway_rate_limit_backend_errors_total",
@@ -64,7 +64,7 @@ pub struct RateLimits {
 /// Which per-address bucket a public route draws from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressBucket {
-    /// Challenge and verify: the spec's bucket (burst 20, 2 per second).
+    /// Challenge and verify: the interface's bucket (burst 20, 2 per second).
     Login,
     /// Coop stats, DID resolution, the WebSocket upgrades: [`public_read_quota`].
     PublicRead,
@@ -170,7 +170,7 @@ impl RateLimits {
             + self.shared.as_ref().map_or(0, SharedLimits::evict_idle)
     }
 
-    /// The client's address (contract 10): the peer, unless the peer is a trusted proxy; then
+    /// The client's address (INTERFACE.md §10): the peer, unless the peer is a trusted proxy; then
     /// `X-Forwarded-For` is walked from the right (its last field line first), and the client
     /// is the first entry that is not itself a trusted proxy. Entries are `ip`, `ip:port`,
     /// `[v6]:port`, `[v6]` or a bare IPv6 address ([`forwarded_entry`]). An entry that cannot be

@@ -22,7 +22,7 @@ use crate::state::AppState;
 /// so that a protected request pays for one middleware. Authenticated answers, refusals included, carry the `X-RateLimit-*` headers and
 /// `Cache-Control: no-store`.
 ///
-/// This is the one place where an identity-only token (no cooperative: the spec's
+/// This is the one place where an identity-only token (no cooperative: the interface's
 /// `{did, challenge_id, signature}` login) is confined to the identity routes
 /// ([`identity_route`]): every other protected route answers it 403 with
 /// `details.reason = "identity_only"`, so a route added later is closed to it by default.
@@ -60,7 +60,7 @@ where
     let admitted = admit(state, &mut caller, request.uri().path(), creates_coop(&request)).await;
     let mut response = match admitted {
         Ok(()) => {
-            // The request's signature, when it has one or its route needs one (contract 11).
+            // The request's signature, when it has one or its route needs one (INTERFACE.md §11).
             // Its check's future is large and rarely needed: boxed, so that this future, which
             // every protected request moves around, stays small.
             let checked = if crate::signing::applies(&request) {
@@ -72,7 +72,7 @@ where
                 Ok(mut request) => {
                     request.extensions_mut().insert(caller);
                     // The answer of an operation that appended events names the last one
-                    // (contract 12), which `/log/proof?seq=` proves.
+                    // (INTERFACE.md §12), which `/log/proof?seq=` proves.
                     let (mut response, appended) = gateway_domain::ports::appended::track(run(request)).await;
                     if let Some(seq) = appended {
                         response.headers_mut().insert(EVENT_SEQ, HeaderValue::from(seq));

@@ -6,7 +6,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-/// The contract's error body (schema only; `ApiError` writes it).
+/// The error body (schema only; `ApiError` writes it).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Human-readable message.

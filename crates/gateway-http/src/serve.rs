@@ -1,7 +1,7 @@
-//! Serving the router over TCP, with or without TLS, with the edge's limits (contract 1): a
+//! Serving the router over TCP, with or without TLS, with the edge's limits (INTERFACE.md §1): a
 //! request's head must arrive within 10 s, an idle keep-alive connection closes after 75 s, an
 //! address holds at most a bounded number of connections at once, and the answers hyper gives
-//! by itself (a malformed request, headers too large, a URI too long) carry the contract's error
+//! by itself (a malformed request, headers too large, a URI too long) carry the interface's error
 //! body and the security headers.
 //!
 //! One accept loop serves plain TCP and TLS alike: a TLS connection is a TCP connection whose
@@ -11,7 +11,7 @@
 //! wrapper of the stream that keeps the deadlines (hyper's one header timeout would also close
 //! idle connections at 10 s) and rewrites hyper's bodiless refusals. Request bodies have their
 //! own deadline in the application (`extract`). Upgraded connections (WebSockets) leave the
-//! wrapper's deadlines behind: the event stream keeps its own (contract 9). Every request,
+//! wrapper's deadlines behind: the event stream keeps its own (INTERFACE.md §9). Every request,
 //! whatever its route or transport, then takes the one router.
 
 use std::collections::HashMap;
@@ -69,7 +69,7 @@ impl std::fmt::Debug for EdgeLimits {
 }
 
 impl Default for EdgeLimits {
-    /// Contract 1: heads within 10 s, idle connections closed after 75 s; 256 connections per
+    /// INTERFACE.md §1: heads within 10 s, idle connections closed after 75 s; 256 connections per
     /// address (a browser opens six), a 10 s drain.
     fn default() -> Self {
         Self {
@@ -233,7 +233,7 @@ impl Connection {
     }
 }
 
-/// The answer to a connection over the per-address cap: 429 with the contract's body (the cap in
+/// The answer to a connection over the per-address cap: 429 with the error body (the cap in
 /// `details.limit`), counted as an `ip` denial in `icn_gateway_rate_limit_exceeded_total`, then
 /// close; over TLS, after a handshake of at most a second.
 async fn refuse_connection(socket: TcpStream, tls: Option<TlsAcceptor>, cap: usize) {
@@ -298,7 +298,7 @@ impl Drop for Slot {
     }
 }
 
-/// A response written on the socket by hand: the contract's body and the security headers.
+/// A response written on the socket by hand: the error body and the security headers.
 fn canned(status: u16, reason: &str, body: &str, extra_headers: &str) -> String {
     format!(
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\
@@ -308,7 +308,7 @@ fn canned(status: u16, reason: &str, body: &str, extra_headers: &str) -> String 
     )
 }
 
-/// A socket keeping the edge's deadlines and giving hyper's own refusals the contract's body.
+/// A socket keeping the edge's deadlines and giving hyper's own refusals the error body.
 ///
 /// It follows the request heads through the bytes read ([`Inbound`]) and counts them against
 /// the final answers written. While a request waits for its answer, the application times it
@@ -516,7 +516,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Guarded<T> {
         // A response head starts every answer; the answer's body chunks never start like one.
         if !this.upgraded && buf.starts_with(b"HTTP/1.1 ") {
             if let Some((status, reason, message)) = hypers_refusal(buf) {
-                // hyper's bodiless refusal: the contract's goes out instead, and the original is
+                // hyper's bodiless refusal: the interface's goes out instead, and the original is
                 // reported written.
                 let body = ApiError::from(gateway_core::Error::bad_request(message)).status_and_text().1;
                 this.pending = Some((canned(status, reason, &body, "").into_bytes(), 0));
@@ -636,7 +636,7 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let taken = Pin::new(&mut guarded).poll_write(&mut cx, refusal);
         assert!(matches!(taken, Poll::Ready(Ok(n)) if n == refusal.len()), "taken at once: {taken:?}");
-        let rewritten = guarded.pending.as_ref().map(|(bytes, _)| bytes.clone()).expect("the contract's answer waits");
+        let rewritten = guarded.pending.as_ref().map(|(bytes, _)| bytes.clone()).expect("the error body's answer waits");
         assert!(String::from_utf8_lossy(&rewritten).contains("BAD_REQUEST"));
         guarded.inner.taking = true;
         assert!(matches!(Pin::new(&mut guarded).poll_flush(&mut cx), Poll::Ready(Ok(()))));

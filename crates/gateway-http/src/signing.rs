@@ -1,4 +1,4 @@
-//! Request signatures at the HTTP edge (contract 11): every protected request that carries an
+//! Request signatures at the HTTP edge (INTERFACE.md §11): every protected request that carries an
 //! RFC 9421 signature of the gateway's profile has it checked, critical operations of a coop
 //! that requires signatures are refused without one, and a verified signature is left on the
 //! request for the handlers that keep it as evidence (payments and votes).
@@ -25,7 +25,7 @@ use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The operations contract 11 calls critical, by method and route template: every
+/// The operations INTERFACE.md §11 calls critical, by method and route template: every
 /// payment-creating POST, votes, closing a proposal, member add, remove, role and credit-limit
 /// changes, settings, domains, delegations, trust edges and oracle rates.
 pub const CRITICAL: &[(Method, &str)] = &[

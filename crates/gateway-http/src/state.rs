@@ -47,7 +47,7 @@ pub struct HttpConfig {
     pub metrics: bool,
     /// When a misbehaving client address is quarantined.
     pub quarantine: gateway_limits::QuarantinePolicy,
-    /// How long a request's body may take to arrive once its head has (contract 1: 30 s).
+    /// How long a request's body may take to arrive once its head has (INTERFACE.md §1: 30 s).
     pub body_timeout: std::time::Duration,
 }
 
@@ -189,7 +189,7 @@ pub struct AssembleOptions {
     pub nonces: Option<Arc<dyn gateway_auth::NonceStore>>,
 }
 
-/// The state several replicas share (contract 10 "Cluster"): in practice Redis.
+/// The state several replicas share (INTERFACE.md §10 "Cluster"): in practice Redis.
 #[derive(Clone)]
 pub struct Cluster {
     /// Where the three limit layers count.

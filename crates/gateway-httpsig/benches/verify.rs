@@ -1,4 +1,4 @@
-//! A signed payment's extra server time (contract 11's profile: parse the fields, check the
+//! A signed payment's extra server time (INTERFACE.md §11's profile: parse the fields, check the
 //! digest, build the base, verify Ed25519, resolve the DID's key) against a bare Ed25519 verify
 //! of a message of the same size, and what a signer's first request adds (its key is then cached).
 //! `cargo bench -p gateway-httpsig` prints all three; the target is at most 1.3× (docs/PERFORMANCE.md).

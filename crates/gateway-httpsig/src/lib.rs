@@ -1,5 +1,5 @@
 //! The gateway's profile of RFC 9421 (HTTP Message Signatures) with RFC 9530 `Content-Digest`,
-//! contract 11: an Ed25519 signature by the member's DID key over the request's method,
+//! INTERFACE.md §11: an Ed25519 signature by the member's DID key over the request's method,
 //! authority, path, query and body digest, with a creation time, an expiry, a nonce and the tag
 //! `icn-gateway`.
 //!

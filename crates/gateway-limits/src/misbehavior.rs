@@ -2,7 +2,7 @@
 //!
 //! A client that keeps presenting crafted credentials (bad login signatures, forged tokens,
 //! replayed challenges) is not just unlucky: an address with `threshold` such violations within
-//! `window` is quarantined for `quarantine` (contract 10: 50 within 5 minutes, 15 minutes).
+//! `window` is quarantined for `quarantine` (INTERFACE.md §10: 50 within 5 minutes, 15 minutes).
 //! Every violation counts in the violations counter by type, each quarantine in the auto-bans
 //! counter and is logged once, at warn, here (so whichever transport reported the violation, the
 //! quarantine is logged the same way); the addresses quarantined now are the quarantined-peers
@@ -70,10 +70,10 @@ impl Violation {
     ];
 
     /// Whether this kind counts toward a quarantine: only those that need a crafted credential
-    /// (`bad_signature`, `forged_token`, `replayed_challenge`, contract 10). What a hostile page
+    /// (`bad_signature`, `forged_token`, `replayed_challenge`, INTERFACE.md §10). What a hostile page
     /// can make a visitor's browser send (a binary WebSocket frame, an oversized body) must not
     /// get the visitor's address quarantined; nor does a bad request signature, which the
-    /// contract does not list among the counting kinds.
+    /// interface does not list among the counting kinds.
     pub const fn counts_toward_quarantine(self) -> bool {
         matches!(self, Violation::BadSignature | Violation::ForgedToken | Violation::ReplayedChallenge)
     }
@@ -103,7 +103,7 @@ pub struct QuarantinePolicy {
 }
 
 impl Default for QuarantinePolicy {
-    /// Contract 10: 50 violations within 5 minutes quarantine an address for 15 minutes.
+    /// INTERFACE.md §10: 50 violations within 5 minutes quarantine an address for 15 minutes.
     fn default() -> Self {
         Self {
             threshold: NonZeroU32::new(50).expect("non-zero"),

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-/// The key prefix when none is configured (contract 10).
+/// The key prefix when none is configured (INTERFACE.md §10).
 pub const DEFAULT_PREFIX: &str = "icn:gw:";
 
-/// How long one operation may wait for Redis (contract 10: at most 50 ms).
+/// How long one operation may wait for Redis (INTERFACE.md §10: at most 50 ms).
 pub const DEFAULT_BUDGET: Duration = Duration::from_millis(50);
 
 /// How many operations in a row must run out of time before Redis counts as down.

@@ -226,7 +226,7 @@ pub enum StoreError {
 /// PostgreSQL's SQLSTATE for a unique (or primary key) violation.
 const PG_UNIQUE_VIOLATION: &str = "23505";
 
-/// Turns a database failure into the contract's error: a unique violation (a row with that id
+/// Turns a database failure into the interface's error: a unique violation (a row with that id
 /// already exists, e.g. two concurrent creations of one coop) → 409 `CONFLICT`, unreachable →
 /// 503, anything else → 500.
 pub(crate) fn db_error(err: sqlx::Error) -> Error {
@@ -409,7 +409,7 @@ impl Store {
                 }
                 let pool = PgPoolOptions::new()
                     .max_connections(options.postgres_max_connections.max(1))
-                    // Contract 10: with the database gone, a request is answered 503 within 1 s.
+                    // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
                     .acquire_timeout(Duration::from_secs(1))
                     .connect(url)
                     .await

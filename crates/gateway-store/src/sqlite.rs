@@ -14,7 +14,7 @@
 //!   to it directly.
 //!
 //! A database file and its `-wal` and `-shm` companions are readable and writable by their owner
-//! only (contract 10: mode 0600): the file is created so before SQLite first opens it (SQLite
+//! only (INTERFACE.md §10: mode 0600): the file is created so before SQLite first opens it (SQLite
 //! gives the companions the database file's mode), and the companions are set so once the store
 //! has opened them. Not by changing the process's umask, which every thread shares. A file that
 //! already exists keeps the mode it has: that is the operator's.

@@ -39,7 +39,7 @@ pub async fn fresh_postgres_schema(prefix: &str) -> Option<String> {
     Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
 }
 
-/// How many signed request bodies `store` keeps (`signed_bodies`, contract 11's evidence):
+/// How many signed request bodies `store` keeps (`signed_bodies`, INTERFACE.md §11's evidence):
 /// one per signed request that made a payment or vote, however many records keep its evidence.
 ///
 /// # Errors

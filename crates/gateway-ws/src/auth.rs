@@ -1,7 +1,7 @@
 //! Who may follow which stream: token verification, the coop match and the membership check.
 //!
 //! The same check serves the `Auth` frame and the `?access_token=` query of the upgrade. It
-//! decides nothing about scopes or roles (the contract asks none for the stream, so a role
+//! decides nothing about scopes or roles (INTERFACE.md asks none for the stream, so a role
 //! change never changes what a socket may read) and keeps no state: expiry of an open socket,
 //! and its end when its DID is removed from the coop, are the connection's business. This
 //! module says which event is such a removal ([`removed_member`]) and from which sequence

@@ -1,4 +1,4 @@
-//! Tunables of the event stream, with the contract's defaults.
+//! Tunables of the event stream, with the interface's defaults.
 //!
 //! Only numbers live here; how they are read from flags or files is the binary's business.
 
@@ -7,15 +7,15 @@ use std::time::Duration;
 /// Timeouts, queue sizes and socket buffer sizes of the stream.
 #[derive(Debug, Clone)]
 pub struct WsConfig {
-    /// A socket that has not authenticated within this time is closed with 1008 (contract: 10 s).
+    /// A socket that has not authenticated within this time is closed with 1008 (INTERFACE.md §9: 10 s).
     pub auth_timeout: Duration,
-    /// The server sends a WebSocket ping this often (contract: 30 s), so that idle but healthy
+    /// The server sends a WebSocket ping this often (INTERFACE.md §9: 30 s), so that idle but healthy
     /// clients answer with pongs and are not mistaken for dead ones.
     pub ping_interval: Duration,
-    /// A client from which no frame of any kind arrived for this long is dropped (contract: 60 s).
+    /// A client from which no frame of any kind arrived for this long is dropped (INTERFACE.md §9: 60 s).
     pub idle_timeout: Duration,
     /// The most live events a connection may be behind (committed but not yet written to its
-    /// socket) before it is closed with 1013 `lagged` (contract: 1024). Also the most event
+    /// socket) before it is closed with 1013 `lagged` (INTERFACE.md §9: 1024). Also the most event
     /// frames queued per connection at once.
     pub queue_capacity: usize,
     /// Events read from the store per query when a connection or the hub catches up.
@@ -65,9 +65,9 @@ impl Default for WsConfig {
 /// How long events are kept: whichever of the two rules keeps more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// The newest events of each coop that are always kept (contract: 10 000).
+    /// The newest events of each coop that are always kept (INTERFACE.md §9: 10 000).
     pub keep_last: u64,
-    /// Events younger than this are always kept (contract: 7 days).
+    /// Events younger than this are always kept (INTERFACE.md §9: 7 days).
     pub max_age: Duration,
     /// How often the pruning task runs.
     pub interval: Duration,

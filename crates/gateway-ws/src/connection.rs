@@ -11,7 +11,7 @@
 //! `BackfillComplete`, from the target. So a backfill can neither interleave with nor skip live
 //! events. Events come from the hub's shared cache when it holds them, otherwise from the store.
 //!
-//! "The queue" of the contract is the distance between the coop's head and the last live event
+//! "The queue" of INTERFACE.md is the distance between the coop's head and the last live event
 //! the socket accepted: a connection more than `queue_capacity` live events behind is closed
 //! with 1013 `lagged` (events it requested by backfill do not count, as it paces those itself).
 //! At most `queue_capacity` event frames are held in memory per connection; the rest stay in the
@@ -68,7 +68,7 @@ use crate::state::Shared;
 const CONTROL_SLACK: usize = 64;
 
 /// Once a connection has seen its DID's removal, how long it may go on writing the events
-/// before the removal; then the rest is dropped and `Shutdown` goes out (the contract: within
+/// before the removal; then the rest is dropped and `Shutdown` goes out (INTERFACE.md: within
 /// 1 s of the removal).
 pub(crate) const REVOKE_FLUSH: Duration = Duration::from_millis(500);
 
@@ -448,7 +448,7 @@ where
             if s.revocation.as_ref().is_some_and(|r| r.removed.is_some()) {
                 return;
             }
-            // The contract: no events, and live delivery goes on from the current position.
+            // INTERFACE.md §9: no events, and live delivery goes on from the current position.
             s.live_start = target;
             s.cursor = target;
             out.push_server(&ServerFrame::BackfillTruncated {

@@ -6,7 +6,7 @@
 use metrics::{Counter, Gauge};
 
 /// Open event-stream sockets. (`icn_network_connections_active` is the gateway's backend
-/// connections, contract 10, not these.)
+/// connections, INTERFACE.md §10, not these.)
 pub const WS_CONNECTIONS_ACTIVE: &str = "icn_gateway_ws_connections_active";
 /// Sockets accepted since start.
 pub const CONNECTIONS_TOTAL: &str = "icn_gateway_ws_connections_total";

@@ -54,7 +54,7 @@ pub enum ClientFrame {
     Ping,
 }
 
-/// The `event` object of an `Event` frame: the outbox record in the contract's shape.
+/// The `event` object of an `Event` frame: the outbox record in the interface's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventPayload {
     /// The `CoopEventType` name, e.g. `PaymentCreated`.
@@ -138,7 +138,7 @@ impl ServerFrame {
 #[serde(tag = "type", rename = "Event")]
 struct EventFrameRef<'a> {
     seq: u64,
-    /// The event object the coop's log holds byte for byte (contract 12).
+    /// The event object the coop's log holds byte for byte (INTERFACE.md §12).
     event: EventObject<'a>,
 }
 
@@ -167,7 +167,7 @@ pub enum Frame {
         /// Human-readable reason, at most 123 bytes.
         reason: Utf8Bytes,
     },
-    /// Not a frame the peer sent: the socket layer refused what it sent (contract 9's protocol
+    /// Not a frame the peer sent: the socket layer refused what it sent (INTERFACE.md §9's protocol
     /// violations), and the connection closes with `code`. Never sent.
     Violation {
         /// The RFC 6455 close code the violation calls for.

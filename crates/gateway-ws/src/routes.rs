@@ -1,5 +1,5 @@
 //! The two upgrade routes, `GET /v1/ws/{coop_id}` and the short `GET /ws`, with their OpenAPI
-//! annotations and the HTTP-level rejections in the contract's error body.
+//! annotations and the HTTP-level rejections in the error body.
 //!
 //! The gateway's edge (gateway-http) refuses an upgrade from an origin its cross-origin policy
 //! does not allow, 403 before the handler runs. A handler checks what can be checked before
@@ -146,8 +146,8 @@ async fn accept(
         .on_upgrade(move |socket| async move {
             let (sink, stream) = socket.split();
             let sink = sink.with(|frame: Frame| std::future::ready(Ok::<_, axum::Error>(Message::from(frame))));
-            // A frame the socket layer refused becomes a violation with its close code (contract
-            // 9), reported like any other protocol violation: it counts in the metric, never
+            // A frame the socket layer refused becomes a violation with its close code (INTERFACE.md
+            // §9), reported like any other protocol violation: it counts in the metric, never
             // toward a quarantine (a hostile page can make its visitors' browsers send these).
             let violations = shared.misbehavior.clone();
             let stream = stream.filter_map(move |message| {
@@ -170,7 +170,7 @@ async fn accept(
         })
 }
 
-/// A refusal in the contract's error body, written by the HTTP layer's one renderer.
+/// A refusal in the error body, written by the HTTP layer's one renderer.
 fn refuse(err: Error) -> Response {
     ApiError::from(err).into_response()
 }

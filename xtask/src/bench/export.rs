@@ -1,4 +1,4 @@
-//! The `export` scenario: the treasurer's export (contract 13) of a coop whose log holds
+//! The `export` scenario: the treasurer's export (INTERFACE.md §13) of a coop whose log holds
 //! 1,000,000 payments (`--quick`: 20,000), on SQLite, as CSV and as Beancount. The target is the
 //! issue's: 1,000,000 transactions in at most 10 s, with the gateway's resident memory growing by
 //! at most 20 MB.

@@ -1,4 +1,4 @@
-//! The `log` scenario: what the coop's log (contract 12) costs and how fast it answers.
+//! The `log` scenario: what the coop's log (INTERFACE.md §12) costs and how fast it answers.
 //!
 //! - durable payments with the checkpointer running and paused (`ICN_GATEWAY_LOG_CHECKPOINTER=false`,
 //!   which only this scenario sets), a fresh pair of gateways each round, alternated;

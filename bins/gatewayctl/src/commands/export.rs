@@ -1,4 +1,4 @@
-//! `export`: the treasurer's export (contract 13), streamed from the gateway into a file in
+//! `export`: the treasurer's export (INTERFACE.md §13), streamed from the gateway into a file in
 //! constant memory. The file appears only once the export is complete: it is written as
 //! `<file>.partial` beside it, flushed to disk, then renamed, so that a failure half-way never
 //! leaves a complete-looking file behind.

@@ -1,4 +1,4 @@
-//! `log …`: the coop's tamper-evident log (contract 12). `verify` and `policy` need no login
+//! `log …`: the coop's tamper-evident log (INTERFACE.md §12). `verify` and `policy` need no login
 //! (`verify` no network at all); `proof`, `entry` and `audit` need a member's login, because
 //! entries hold memos.
 //!

@@ -1,4 +1,4 @@
-//! `gatewayctl verify-request`: checks a signed request's evidence offline (contract 11).
+//! `gatewayctl verify-request`: checks a signed request's evidence offline (INTERFACE.md §11).
 //!
 //! The evidence is what a payment or a vote made by a signed request keeps: the verified
 //! `Signature-Input` and `Signature` members, the method, authority, path, query and

@@ -1,4 +1,4 @@
-//! Auditing a coop through its log (contract 12): does the gateway's history hold together, and
+//! Auditing a coop through its log (INTERFACE.md §12): does the gateway's history hold together, and
 //! do the live balances follow from it?
 //!
 //! One audit, against the latest signed checkpoint:

@@ -4,7 +4,7 @@
 //!
 //! Entries are read into typed structs whose amounts are [`Amount`]s parsed from the numbers'
 //! exact text, never through `f64`. How a transaction moves money is the ledger's rule
-//! (contract 5): a payment (a single one, a batch item, a budget payout from the treasury)
+//! (INTERFACE.md §5): a payment (a single one, a batch item, a budget payout from the treasury)
 //! moves `amount` in `currency` from `from` to `to`; a conversion moves `amount` in `currency`
 //! from `from` to the coop's exchange account, and `net_target_amount` in `to_currency` from
 //! the exchange account to `to` (the fee is what the exchange account keeps of the gross).

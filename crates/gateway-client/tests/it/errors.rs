@@ -1,4 +1,4 @@
-//! The contract's errors as the SDK's classes, produced by the real router.
+//! The interface's errors as the SDK's classes, produced by the real router.
 
 use gateway_client::{Error, NewCoop, PaymentRequest};
 use gateway_core::{Amount, CoopId, Scope};

@@ -1,6 +1,6 @@
 //! Integration tests of the SDK: against the real HTTP router over TCP on 127.0.0.1:0 (an
 //! in-memory store, a manual wall clock shared with the client), against small fake servers
-//! for retries, and against a fake WebSocket gateway speaking the contract's frames for the
+//! for retries, and against a fake WebSocket gateway speaking the interface's frames for the
 //! subscriber's reconnect, backfill and shutdown rules; and the coop's log (proofs, consistency,
 //! audits) against the real router.
 

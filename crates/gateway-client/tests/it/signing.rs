@@ -1,4 +1,4 @@
-//! The SDK signs every critical operation by default (contract 11), end to end through the real
+//! The SDK signs every critical operation by default (INTERFACE.md §11), end to end through the real
 //! router: in a coop that requires signatures its payments, votes and settings changes go
 //! through and keep verifiable evidence, and a client told not to sign is refused.
 

@@ -1,6 +1,6 @@
 //! A member's answer to a proposal.
 //!
-//! Parsing is lenient in spelling (the contract accepts several synonyms in any case) so that
+//! Parsing is lenient in spelling (INTERFACE.md accepts several synonyms in any case) so that
 //! clients of the original network keep working; the canonical spelling, the one hashed into
 //! receipts, is fixed. This module does not decide whether a vote may be cast (membership,
 //! proposal state): that is the caller's business.

@@ -4,7 +4,7 @@
 //! ([`ReceiptError`](super::ReceiptError)) because its audience is an auditor, not a client
 //! filling in a form. Nothing here knows about HTTP; the conversion into
 //! [`gateway_core::Error`] names the request field so the HTTP layer can report it as the
-//! contract's `BAD_REQUEST` with `details.fields`.
+//! interface's `BAD_REQUEST` with `details.fields`.
 
 /// A vote choice, delegation scope or decision rule that is not one of the accepted spellings.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

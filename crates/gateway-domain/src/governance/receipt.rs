@@ -22,7 +22,7 @@ use super::{EffectiveVote, Outcome, Tally};
 /// A decision receipt. The fields are plain strings, as they travel, so that a receipt received
 /// from elsewhere can be held and verified even if it is malformed.
 ///
-/// It serialises to exactly the contract's JSON shape: `{"decision_hash", "proposal_id",
+/// It serialises to exactly the interface's JSON shape: `{"decision_hash", "proposal_id",
 /// "domain_id", "outcome", "tally": {"for", "against", "abstain"}, "votes_hash", "timestamp",
 /// "signer", "public_key", "signature"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -577,7 +577,7 @@ mod tests {
         assert_eq!(keys, expected);
         assert_eq!(json["tally"], serde_json::json!({"for": 4, "against": 1, "abstain": 0}));
         assert_eq!(json["timestamp"], TIMESTAMP);
-        // Field order on the wire follows the contract.
+        // Field order on the wire follows INTERFACE.md.
         let text = serde_json::to_string(&receipt).unwrap();
         assert!(text.starts_with("{\"decision_hash\":"), "{text}");
         assert!(text.contains("\"tally\":{\"for\":4,\"against\":1,\"abstain\":0}"), "{text}");

@@ -70,7 +70,7 @@ impl Rule {
 impl Rule {
     /// Whether `self` is at least as strict as `other`: every tally that `self` approves,
     /// `other` approves too. This is the order in which a proposal's own rule may only tighten
-    /// its domain's (contract 7), decided on what the rules do rather than on their names:
+    /// its domain's (INTERFACE.md §7), decided on what the rules do rather than on their names:
     /// `supermajority:50` approves a tie, which `majority` does not, so it is the looser of the
     /// two, and `supermajority:100` is exactly as strict as `unanimous`.
     pub fn at_least_as_strict_as(&self, other: &Rule) -> bool {

@@ -110,7 +110,7 @@ pub struct VoteOutcome {
 pub struct VotesView {
     /// The tally (delegation applied).
     pub tally: Tally,
-    /// The request signatures of the votes cast by signed requests (contract 11's evidence).
+    /// The request signatures of the votes cast by signed requests (INTERFACE.md §11's evidence).
     pub signatures: Vec<(Did, gateway_core::RequestSignature)>,
 }
 
@@ -829,7 +829,7 @@ async fn open_in<T: GovTx + CoopTx + EventTx + NotificationTx + ?Sized>(
 }
 
 /// Whether a proposal is decided by its domain's rule alone: every proposal of the coop domain,
-/// and every one that acts on the coop (contract 7: the author does not pick how the coop
+/// and every one that acts on the coop (INTERFACE.md §7: the author does not pick how the coop
 /// decides).
 fn decided_by_domain(domain: &DomainRecord, payload: &ProposalPayload) -> bool {
     domain.domain_id == COOP_DOMAIN || payload.acts_on_coop()
@@ -840,7 +840,7 @@ fn domain_rule(domain: &DomainRecord) -> Result<Rule, Error> {
     domain.rule.as_deref().map_or(Ok(Rule::Majority), |text| Rule::parse(text).map_err(Error::from))
 }
 
-/// The rule a new proposal records: its domain's, or the author's own where contract 7 allows
+/// The rule a new proposal records: its domain's, or the author's own where INTERFACE.md §7 allows
 /// one (outside the coop domain, on a proposal that acts on nothing, and only as strict as the
 /// domain's or stricter); anything else is 400 naming `rule_ccl`.
 fn proposal_rule(domain: &DomainRecord, payload: &ProposalPayload, own: Option<Rule>) -> Result<Rule, Error> {

@@ -1,4 +1,4 @@
-//! The coop's log (contract 12): one append-only Merkle log per coop whose entries are its
+//! The coop's log (INTERFACE.md §12): one append-only Merkle log per coop whose entries are its
 //! events, signed checkpoints, and the proofs a member, an auditor or another coop checks
 //! without trusting the operator.
 //!

@@ -18,7 +18,7 @@ pub struct CoopSettings {
     pub conversion_fee_ppm: u32,
     /// Quorum for governance, percent of a domain's members.
     pub quorum_percent: u32,
-    /// Whether critical operations need a valid request signature (contract 11).
+    /// Whether critical operations need a valid request signature (INTERFACE.md §11).
     pub require_signed_requests: bool,
 }
 

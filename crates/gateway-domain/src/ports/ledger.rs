@@ -64,7 +64,7 @@ pub struct TransactionRecord {
     pub timestamp: u64,
     /// Conversions only.
     pub conversion: Option<ConversionLeg>,
-    /// The signature of the request that made it, when it was signed (contract 11).
+    /// The signature of the request that made it, when it was signed (INTERFACE.md §11).
     #[serde(default)]
     pub request_signature: Option<gateway_core::RequestSignature>,
     /// The batch it was an item of (`POST /payments/batch`): one id shared by the batch's

@@ -1,4 +1,4 @@
-//! The coop's log (contract 12): its head, entries and hash tiles.
+//! The coop's log (INTERFACE.md §12): its head, entries and hash tiles.
 
 use std::fmt;
 

@@ -121,7 +121,7 @@ where
 }
 
 /// The number of the last event a request's units of work appended, for the answer's
-/// `ICN-Event-Seq` (contract 12): the HTTP layer runs each request inside [`appended::track`],
+/// `ICN-Event-Seq` (INTERFACE.md §12): the HTTP layer runs each request inside [`appended::track`],
 /// and the store calls [`appended::record`] after each commit that appended events.
 pub mod appended {
     use std::cell::Cell;

@@ -118,7 +118,7 @@ pub async fn verify(
     }))
 }
 
-/// The contract's answer to a refused login; a bad signature or an unknown (replayed, expired)
+/// The interface's answer to a refused login; a bad signature or an unknown (replayed, expired)
 /// challenge is also marked as the client's misbehaviour, which the edge middleware counts
 /// against its address.
 fn refusal_response(err: gateway_auth::LoginError) -> Response {

@@ -131,7 +131,7 @@ pub fn replayed<T>(stored: Stored<T>, answer: fn(&T) -> Response) -> Response {
     response
 }
 
-/// The signature of the request that made a record (contract 11): the verified
+/// The signature of the request that made a record (INTERFACE.md §11): the verified
 /// `Signature-Input` and `Signature` members and what they covered, enough to verify offline
 /// with nothing but the signer's DID (`gatewayctl verify-request`).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]

@@ -1,4 +1,4 @@
-//! The treasurer's export (contract 13): `GET /v1/ledger/{coop}/export`, the coop's books as a
+//! The treasurer's export (INTERFACE.md §13): `GET /v1/ledger/{coop}/export`, the coop's books as a
 //! Beancount file, an hledger journal or a CSV table, streamed from the coop's log as it is
 //! written (`gateway_domain::export`).
 //!

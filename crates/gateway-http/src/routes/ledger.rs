@@ -1,5 +1,5 @@
 //! Ledger routes of both families: payments, balances, history, batches, conversions, oracle
-//! rates. Handlers check the token, scope, cooperative and payer in the contract's order, take
+//! rates. Handlers check the token, scope, cooperative and payer in the interface's order, take
 //! a velocity permit for payment-creating requests, and call the domain.
 
 use axum::extract::State;
@@ -85,7 +85,7 @@ pub struct TransactionDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub batch_id: Option<String>,
-    /// The signature of the request that made it, when it was signed (contract 11): evidence
+    /// The signature of the request that made it, when it was signed (INTERFACE.md §11): evidence
     /// anyone can verify offline with `gatewayctl verify-request`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]

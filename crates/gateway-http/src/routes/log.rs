@@ -1,4 +1,4 @@
-//! The coop's log (contract 12): its checkpoint, keys and hash tiles, public; its entry bundles,
+//! The coop's log (INTERFACE.md §12): its checkpoint, keys and hash tiles, public; its entry bundles,
 //! inclusion proofs and consistency proofs, for members. Paths and encodings are C2SP
 //! tlog-tiles' and tlog-proof's; answers are `text/plain` or `application/octet-stream`.
 

@@ -216,7 +216,7 @@ async fn challenge_id_picks_the_challenge_and_identity_only_tokens_work() {
     let _second = app.challenge(&did).await;
     let nonce = first["nonce"].as_str().unwrap();
     let signature = hex::encode(signing.sign(nonce.as_bytes()).to_bytes());
-    // The spec's alternative body: did, challenge_id, signature.
+    // The interface's alternative body: did, challenge_id, signature.
     let response = app
         .post(
             "/v1/auth/verify",
@@ -400,7 +400,7 @@ async fn scope_policy_applies_without_open_enrollment() {
     assert_eq!(refused.body["details"]["refused_scopes"], json!(["ledger:write"]));
 }
 
-/// An identity-only token (the spec's `{did, challenge_id, signature}` login) opens the
+/// An identity-only token (the interface's `{did, challenge_id, signature}` login) opens the
 /// identity routes and nothing else: every other protected route of the OpenAPI document
 /// answers 403 `identity_only`, notifications included.
 #[tokio::test]

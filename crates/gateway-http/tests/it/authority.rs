@@ -1,4 +1,4 @@
-//! Authority and isolation (contract §6, §7 "Authority"): no member acts for the whole coop.
+//! Authority and isolation (docs/INTERFACE.md §6, §7.2 "Who may do what"): no member acts for the whole coop.
 //! Each test runs on every store and tries to break one rule the way an ordinary member would.
 
 use axum::http::{Method, StatusCode};

@@ -134,7 +134,7 @@ async fn settings_change_and_validation() {
     assert_eq!(member.body["details"]["required_scopes"], json!(["coop:write"]));
 }
 
-/// The contract's four cases of token issuance, without open enrollment.
+/// The interface's four cases of token issuance, without open enrollment.
 #[tokio::test]
 async fn scope_policy_follows_membership() {
     let app = TestApp::with(false, gateway_http::CorsMode::Production { origin: None }).await;

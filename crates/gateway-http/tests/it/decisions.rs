@@ -1,4 +1,4 @@
-//! Who decides (contract 7): a proposal with an effect, and every proposal of the `coop`
+//! Who decides (INTERFACE.md §7): a proposal with an effect, and every proposal of the `coop`
 //! domain, is decided by its domain's rule and quorum, never by a rule its author picks, and
 //! its author cannot close it early. The attack these rules stop is replayed step by step on
 //! every store; a property test compares the outcome with a brute-force recount over random
@@ -255,7 +255,7 @@ fn case() -> impl Strategy<Value = Case> {
     })
 }
 
-/// The recount, written from contract 7 without the gateway's code: each member's vote goes
+/// The recount, written from INTERFACE.md §7 without the gateway's code: each member's vote goes
 /// to the end of their delegation chain when nobody on it before voted, a cycle or a silent
 /// end casts nothing; quorum on participants, then the domain's rule.
 fn brute_force(case: &Case) -> (&'static str, u64) {

@@ -1,4 +1,4 @@
-//! The edge of every request: misbehaviour and quarantine (contract 10), and request ids kept
+//! The edge of every request: misbehaviour and quarantine (INTERFACE.md §10), and request ids kept
 //! only from trusted proxies. Clients are told apart by `X-Forwarded-For` from a trusted proxy
 //! (the in-process requests come from no socket, which the gateway takes as 127.0.0.1).
 
@@ -154,8 +154,8 @@ async fn a_trusted_proxys_request_id_must_be_a_short_token() {
 }
 
 /// A hostile page makes its visitors' browsers send cross-site POSTs with oversized bodies, as
-/// many as it likes: the office behind one NAT address is never quarantined for it (contract
-/// 10), though crafted credentials from that address still are.
+/// many as it likes: the office behind one NAT address is never quarantined for it (INTERFACE.md
+/// §10.6), though crafted credentials from that address still are.
 #[tokio::test]
 async fn oversized_cross_site_posts_never_quarantine_the_visitors_address() {
     let app = app().await;
@@ -246,7 +246,7 @@ fn upgrade(uri: &str, origin: Option<&str>, upgrade: &str) -> axum::http::Reques
 }
 
 /// In production, a WebSocket upgrade whose `Origin` is present and not the allowed one is
-/// refused 403 with the contract's body before any handler (so before any frame); the allowed
+/// refused 403 with the error body before any handler (so before any frame); the allowed
 /// origin and clients without `Origin` reach the handler; development allows every origin.
 #[tokio::test]
 async fn a_websocket_upgrade_from_another_origin_is_refused_in_production() {

@@ -1,4 +1,4 @@
-//! The contract's error body for failures that happen before any handler runs.
+//! The error body for failures that happen before any handler runs.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -71,7 +71,7 @@ async fn unknown_path_is_404_and_wrong_method_405() {
 }
 
 /// A declared length of 100 GB is refused from the header alone, before the body and before
-/// authentication (a protected route answers 413, not 401), with the contract body.
+/// authentication (a protected route answers 413, not 401), with the error body.
 #[tokio::test]
 async fn a_declared_oversize_is_413_before_anything_is_read() {
     let app = TestApp::new().await;

@@ -1,4 +1,4 @@
-//! The treasurer's export (contract 13, docs/API.md "Treasurer export"), on every store: a
+//! The treasurer's export (INTERFACE.md §13, docs/API.md "Treasurer export"), on every store: a
 //! ledger of payments on three days (the largest and the smallest amounts), a batch with hostile
 //! memos and a conversion, exported as Beancount, hledger and CSV; the files pass `bean-check`
 //! and `hledger check` (when installed: `GATEWAY_TEST_BEAN_CHECK` / `GATEWAY_TEST_HLEDGER` name

@@ -151,7 +151,7 @@ fn names(value: Option<&HeaderValue>) -> Vec<String> {
     value.map(|v| v.to_str().unwrap().split(',').map(|n| n.trim().to_ascii_lowercase()).collect()).unwrap_or_default()
 }
 
-/// What a browser page of an allowed origin needs, in either mode (contract 10): its preflight
+/// What a browser page of an allowed origin needs, in either mode (INTERFACE.md §10): its preflight
 /// admits every request header the API reads (by name: a wildcard does not cover
 /// `Authorization`), and the answers let it read the rate-limit headers, `Retry-After`, the
 /// request id and the event sequence.
@@ -297,7 +297,7 @@ async fn the_document_describes_every_answer() {
 
 /// The short family is one handler per operation: each short path is documented as an alias of
 /// the `/v1` operation that serves it (same answers, its own operation id, none of the path
-/// parameters it does not have), and the spec's every short route is one of them.
+/// parameters it does not have), and the interface's every short route is one of them.
 #[tokio::test]
 async fn the_short_family_is_documented_as_aliases() {
     let app = TestApp::new().await;

@@ -222,7 +222,7 @@ async fn a_slow_head_is_timed_out_and_at_shutdown_an_idle_connection_closes_and_
     })
     .await;
     let head = get_head(&format!("/v1/ledger/c1/balance/{}", did_of(2)), &[bearer(&members[0])]);
-    // Half a read's head, then nothing: 408 with the contract's body, then the close.
+    // Half a read's head, then nothing: 408 with the error body, then the close.
     let mut slow = TcpStream::connect(addr).await.unwrap();
     slow.write_all(&head.as_bytes()[..30]).await.unwrap();
     let answer = read_answer(&mut slow, &mut Vec::new()).await;
@@ -291,7 +291,7 @@ async fn a_long_head_is_served_and_one_past_64_kib_is_refused_at_once() {
     let long =
         exchange(addr, &get_head(&path, &[bearer(&members[0]), format!("x-long: {}", "a".repeat(20 * 1024))])).await;
     assert_eq!(long.status, StatusCode::OK);
-    // A head that goes on past hyper's 64 KiB without ending: hyper's 431 with the contract's
+    // A head that goes on past hyper's 64 KiB without ending: hyper's 431 with the interface's
     // body, at once (not at the head deadline).
     let mut socket = TcpStream::connect(addr).await.unwrap();
     let endless = get_head(&path, &[bearer(&members[0]), format!("x-long: {}", "a".repeat(70 * 1024))]);

@@ -134,7 +134,7 @@ async fn an_idle_keep_alive_tls_connection_is_closed_after_the_idle_timeout() {
     assert!(waited >= Duration::from_millis(350) && waited < Duration::from_secs(3), "{waited:?}");
 }
 
-/// An address over its connection cap is answered 429 with the contract's body, over TLS.
+/// An address over its connection cap is answered 429 with the error body, over TLS.
 #[tokio::test]
 async fn the_per_address_connection_cap_holds_over_tls() {
     let app = TestApp::new().await;

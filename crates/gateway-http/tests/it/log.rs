@@ -1,4 +1,4 @@
-//! The coop's log (contract 12) from outside: a payment's answer names its event, a member gets
+//! The coop's log (INTERFACE.md §12) from outside: a payment's answer names its event, a member gets
 //! a proof of it that verifies offline against the published key, the tiles and entry bundles
 //! are the tree's, consistency proofs join checkpoints, strangers get the public parts only, and
 //! tampering with the stored log stops the signing instead of publishing a new history.

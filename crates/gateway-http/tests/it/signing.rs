@@ -1,4 +1,4 @@
-//! Request signing (contract 11), tried as a member, a forger and a replayer would: signed
+//! Request signing (INTERFACE.md §11), tried as a member, a forger and a replayer would: signed
 //! payments and votes keep their evidence (on every store), every failure reason, the replay
 //! window, the coop setting, and eight replays of one signed request at once.
 
@@ -314,7 +314,7 @@ async fn a_trust_edge_needs_a_signature_whichever_coop_the_token_is_for() {
     }
 }
 
-/// Contract 11: a nonce is 16 to 64 characters of the base64url alphabet. A hostile client
+/// INTERFACE.md §11: a nonce is 16 to 64 characters of the base64url alphabet. A hostile client
 /// sending a 65-character or a 60,000-character nonce (which the gateway would otherwise hold
 /// for the signature's lifetime), or one with a character outside the alphabet, is refused as
 /// `signature_invalid`, pays nothing and leaves nothing remembered; 64 characters pass.

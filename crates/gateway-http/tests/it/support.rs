@@ -60,7 +60,7 @@ impl Response {
         self.body["code"].as_str().unwrap_or("<no code>")
     }
 
-    /// Asserts the contract's error shape and returns the code.
+    /// Asserts the interface's error shape and returns the code.
     pub fn assert_error(&self, status: u16, code: &str) {
         assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
         assert_eq!(self.code(), code, "body: {}", self.body);

@@ -1,4 +1,4 @@
-//! The edge over a real socket, tried as a slow or hostile client (contract 1): a head that
+//! The edge over a real socket, tried as a slow or hostile client (INTERFACE.md §1): a head that
 //! never completes, a connection that sends nothing, an idle keep-alive connection, a body that
 //! stalls, too many connections from one address, and what hyper refuses by itself. The limits
 //! are shortened (hundreds of milliseconds) so the test does not wait out the real ones.
@@ -235,7 +235,7 @@ async fn what_hyper_refuses_by_itself_carries_the_contract_body() {
     assert_contract_answer(&read_to_close(&mut huge).await, 431, "BAD_REQUEST");
 }
 
-/// A request of exactly 100 header lines is served; one more is refused 431 with the contract
+/// A request of exactly 100 header lines is served; one more is refused 431 with INTERFACE.md
 /// body (hyper's default limit, which the server keeps by not naming one).
 #[tokio::test]
 async fn a_head_holds_at_most_100_headers() {

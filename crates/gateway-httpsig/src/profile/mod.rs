@@ -1,4 +1,4 @@
-//! Contract 11's profile: which signature is read, which parameters and components it must
+//! INTERFACE.md §11's profile: which signature is read, which parameters and components it must
 //! have, and what a failure is called.
 
 use base64::Engine;
@@ -92,7 +92,7 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// Contract 11: `created` within 60 s, a lifetime of at most 300 s, nonces of 16 to 64
+    /// INTERFACE.md §11: `created` within 60 s, a lifetime of at most 300 s, nonces of 16 to 64
     /// characters (of the base64url alphabet, [`is_nonce_char`]).
     fn default() -> Self {
         Self { clock_skew_secs: 60, max_lifetime_secs: 300, min_nonce_len: 16, max_nonce_len: 64 }
@@ -100,7 +100,7 @@ impl Default for Limits {
 }
 
 /// Whether `byte` is of the base64url alphabet (`A-Z a-z 0-9 - _`), the only characters a
-/// nonce may have (contract 11).
+/// nonce may have (INTERFACE.md §11).
 pub const fn is_nonce_char(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
 }
@@ -356,7 +356,7 @@ pub struct Signed {
 
 /// Signs a request in this profile: covers `@method`, `@authority`, `@path`, `@query` when the
 /// target has a query, and `content-digest` when `body` is not empty, with the parameters in
-/// the contract's order (`created`, `expires`, `nonce`, `keyid`, `alg`, `tag`).
+/// the interface's order (`created`, `expires`, `nonce`, `keyid`, `alg`, `tag`).
 /// `message.headers` is ignored: the only header covered is the `Content-Digest` made here.
 pub fn sign(
     message: &Message<'_>,

@@ -1,4 +1,4 @@
-//! The profile against RFC 9421's own Ed25519 vector, and every failure reason of contract 11.
+//! The profile against RFC 9421's own Ed25519 vector, and every failure reason of INTERFACE.md §11.
 
 use base64::Engine;
 
@@ -199,7 +199,7 @@ fn every_failure_has_its_reason() {
     }
 }
 
-/// Contract 11: a nonce is 16 to 64 characters of the base64url alphabet; a longer one (which
+/// INTERFACE.md §11: a nonce is 16 to 64 characters of the base64url alphabet; a longer one (which
 /// the receiver would have to remember for minutes) or one with any other character is refused
 /// before the signature is even checked, as `signature_invalid`, and a good one verifies.
 #[test]

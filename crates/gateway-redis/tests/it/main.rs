@@ -307,7 +307,7 @@ impl Drop for PrivateRedis {
     }
 }
 
-/// Contract 11: a nonce is accepted once whatever happens to Redis. A Redis that restarts empty
+/// INTERFACE.md §11: a nonce is accepted once whatever happens to Redis. A Redis that restarts empty
 /// (no persistence) has forgotten every nonce; the replayed signature, with its own `created`,
 /// is refused as predating the new epoch (on both replicas), and a fresh signature is accepted.
 #[tokio::test]

@@ -1,4 +1,4 @@
--- Request signing (contract 11): the coop setting that requires signatures on critical
+-- Request signing (INTERFACE.md §11): the coop setting that requires signatures on critical
 -- operations, and the evidence a signed payment or vote keeps (the JSON of the verified
 -- signature and what it covered; NULL when the request was not signed).
 ALTER TABLE coops ADD COLUMN require_signed_requests BIGINT NOT NULL DEFAULT 0;

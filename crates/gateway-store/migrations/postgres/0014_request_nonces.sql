@@ -1,4 +1,4 @@
--- Request-signature nonces (contract 11) shared by every replica when there is no Redis: a
+-- Request-signature nonces (INTERFACE.md §11) shared by every replica when there is no Redis: a
 -- nonce is accepted once, by whichever replica sees it first, and the database never forgets
 -- it while its signature is valid. A row holds fixed-size digests only, never the client's
 -- text: the SHA-256 of (signer, nonce), the SHA-256 of the signer (for the per-signer bound),

@@ -1,4 +1,4 @@
--- The exact bodies of signed requests (contract 11's evidence), each kept once: a signed batch's
+-- The exact bodies of signed requests (INTERFACE.md §11's evidence), each kept once: a signed batch's
 -- payments all keep evidence of the same request, and its body (up to 1 MiB) was stored once per
 -- payment. A record's evidence JSON now holds `body_key` instead of `body`: the key of its row
 -- here, the hex SHA-256 of the request's `Content-Digest` field (whose `sha-256` the gateway

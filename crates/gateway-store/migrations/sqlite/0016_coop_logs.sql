@@ -1,4 +1,4 @@
--- The coop's log (contract 12): one append-only Merkle log per coop. Entry 0 is `LogOpened` (a
+-- The coop's log (INTERFACE.md §12): one append-only Merkle log per coop. Entry 0 is `LogOpened` (a
 -- snapshot of the coop when its log began, after event `after_seq`); entry i >= 1 is event
 -- `after_seq + i`, as `{"seq":…,"event":…}` text. Entries and tiles are only ever added (a
 -- partial tile is replaced by a wider one); the outbox's retention never reaches them.

@@ -91,7 +91,7 @@ impl EventTx for Conn<'_> {
     }
 
     async fn prune_events(&mut self, keep_last: u64, older_than: u64) -> Result<u64, Error> {
-        // Never an event the coop's log has not copied yet (contract 12: the log keeps every
+        // Never an event the coop's log has not copied yet (INTERFACE.md §12: the log keeps every
         // event; the outbox's retention limits backfill only). A coop without a log (one from
         // before the log) will open it at its latest event and needs none of the older ones.
         let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \

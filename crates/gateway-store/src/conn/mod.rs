@@ -193,7 +193,7 @@ macro_rules! named_row {
     };
 }
 
-/// Turns a SQLite failure into the contract's error: a unique or primary-key constraint
+/// Turns a SQLite failure into the interface's error: a unique or primary-key constraint
 /// failure (a row with that id already exists) → 409 `CONFLICT`; a full or failing disk, or a
 /// database another process holds, → 503; anything else → 500.
 pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
@@ -445,7 +445,7 @@ pub(crate) fn parse_did(text: &str) -> Result<Did, Error> {
     Did::parse(text).map_err(|e| Error::Internal(format!("stored DID '{text}' is invalid: {e}")))
 }
 
-/// The evidence of a signed request as a record keeps it (contract 11): its JSON without the
+/// The evidence of a signed request as a record keeps it (INTERFACE.md §11): its JSON without the
 /// signed body when the body is kept in `signed_bodies` (migration 0015) under `body_key`, once
 /// per signed request however many payments it made; the body inline otherwise (a request
 /// without a `Content-Digest`, whose body is `""`). Evidence stored before has its `body`

@@ -805,7 +805,7 @@ async fn upserts_tell_whether_the_row_existed(backend: Backend) {
     assert_eq!(signatures, (vec![(did(2), sample_signature())], vec![]));
 }
 
-/// A request signature as a signed payment or vote keeps it (contract 11).
+/// A request signature as a signed payment or vote keeps it (INTERFACE.md §11).
 fn sample_signature() -> gateway_core::RequestSignature {
     gateway_core::RequestSignature {
         signature_input: r#"sig1=("@method" "@authority" "@path" "content-digest");created=1;expires=61;nonce="0123456789abcdef";keyid="did:key:z6Mk";alg="ed25519";tag="icn-gateway""#.into(),
@@ -820,7 +820,7 @@ fn sample_signature() -> gateway_core::RequestSignature {
     }
 }
 
-/// A signed batch keeps its body once (contract 11): one `signed_bodies` row for its 50
+/// A signed batch keeps its body once (INTERFACE.md §11): one `signed_bodies` row for its 50
 /// payments, each history item served the whole body, the events carrying the evidence without
 /// it; a signed vote's body is served with the votes, and evidence kept before bodies were
 /// stored reads back without one.
@@ -885,7 +885,7 @@ async fn pruning_keeps_each_coops_last_events(backend: Backend) {
     }
     let last = f.store.current_seq(&coop).await.unwrap();
     assert!(last >= 4, "{last}");
-    // Events the coop's log has not copied yet are kept, whatever their age (contract 12).
+    // Events the coop's log has not copied yet are kept, whatever their age (INTERFACE.md §12).
     assert_eq!(f.store.prune_events(2, u64::MAX / 2).await.unwrap(), 0);
     let log = gateway_domain::log::Log::new(
         f.store.clone(),

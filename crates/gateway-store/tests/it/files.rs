@@ -1,5 +1,5 @@
 //! The files a SQLite store leaves on disk: the database and its `-wal` and `-shm` are readable
-//! and writable by their owner only (contract 10: mode 0600), whatever the process's umask
+//! and writable by their owner only (INTERFACE.md §10: mode 0600), whatever the process's umask
 //! would have given them, while files the operator made keep their mode.
 
 use gateway_store::StoreSpec;

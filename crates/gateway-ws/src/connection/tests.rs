@@ -552,7 +552,7 @@ async fn pings_are_answered_and_bad_frames_leave_the_socket_open() {
 }
 
 /// A binary frame, and whatever the socket layer refuses, end the connection with the close
-/// code RFC 6455 gives it (contract 9), after anything already queued.
+/// code RFC 6455 gives it (INTERFACE.md §9), after anything already queued.
 #[tokio::test(start_paused = true)]
 async fn binary_frames_and_protocol_violations_close_with_their_code() {
     let rig = Rig::new(WsConfig::default());
@@ -734,7 +734,7 @@ fn model_frame(model: &mut Model, frame: Option<Frame>) -> Result<bool, String> 
     match frame {
         Some(Frame::Text(text)) => model.on_frame(serde_json::from_str(text.as_str()).unwrap()).map(|()| true),
         Some(Frame::Close { code: 1013, .. }) | None => {
-            // Lagged (or gone): reconnect and backfill, as the contract tells clients to.
+            // Lagged (or gone): reconnect and backfill, as INTERFACE.md tells clients to.
             model.backfill_after = None;
             Ok(false)
         }

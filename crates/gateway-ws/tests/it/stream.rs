@@ -319,7 +319,7 @@ async fn the_openapi_document_describes_both_routes_and_the_router_merges() {
             assert!(responses[status].is_object(), "{path} {status}");
         }
         let body = &responses["503"]["content"]["application/json"]["schema"];
-        assert_eq!(body["$ref"], "#/components/schemas/ErrorBody", "the contract's error body: {body}");
+        assert_eq!(body["$ref"], "#/components/schemas/ErrorBody", "the error body: {body}");
         assert_eq!(json["paths"][path]["get"]["tags"][0], "events");
     }
     assert!(json["tags"].as_array().unwrap().iter().any(|t| t["name"] == "events"));

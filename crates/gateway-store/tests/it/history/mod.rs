@@ -125,7 +125,7 @@ pub async fn run(name: &str, backend: Backend, mode: Mode, scenario: Scenario) {
         let shown: Vec<&String> = failures.iter().take(3).collect();
         let summary: Vec<String> = by_checker.iter().map(|(k, n)| format!("{k}: {n} rounds")).collect();
         panic!(
-            "{name} on {backend:?} ({mode:?}): {} of {} rounds broke the contract [{}]\n{}",
+            "{name} on {backend:?} ({mode:?}): {} of {} rounds broke the guarantees of INTERFACE.md §15 [{}]\n{}",
             failures.len(),
             seeds.len(),
             summary.join("; "),
