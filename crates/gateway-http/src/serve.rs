@@ -636,7 +636,8 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let taken = Pin::new(&mut guarded).poll_write(&mut cx, refusal);
         assert!(matches!(taken, Poll::Ready(Ok(n)) if n == refusal.len()), "taken at once: {taken:?}");
-        let rewritten = guarded.pending.as_ref().map(|(bytes, _)| bytes.clone()).expect("the error body's answer waits");
+        let rewritten =
+            guarded.pending.as_ref().map(|(bytes, _)| bytes.clone()).expect("the error body's answer waits");
         assert!(String::from_utf8_lossy(&rewritten).contains("BAD_REQUEST"));
         guarded.inner.taking = true;
         assert!(matches!(Pin::new(&mut guarded).poll_flush(&mut cx), Poll::Ready(Ok(()))));
