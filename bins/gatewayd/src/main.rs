@@ -22,12 +22,12 @@ use gatewayd::config::{
 /// Runs the command; an error is printed as one message (with its causes, never a backtrace,
 /// whatever `RUST_BACKTRACE` says) and the exit status is 1.
 fn main() -> std::process::ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
-    match refuse_unused_settings(&cli, &matches).and_then(|()| run(cli)) {
+    match refuse_unused_settings(&matches).and_then(|()| run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -36,25 +36,68 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// The settings `gatewayd init` and `gatewayd keystore …` use; any other server option given on
-/// their command line is refused rather than silently ignored (they write files with the
-/// defaults: set the rest in `gateway.toml`, or when serving).
-fn refuse_unused_settings(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
-    let (name, used): (&str, &[&str]) = match &cli.command {
-        Some(Command::Init { .. }) => ("init", &["passphrase_file"]),
-        Some(Command::Keystore { action: KeystoreAction::Init }) => ("keystore init", &["keystore", "passphrase_file"]),
-        Some(Command::Keystore { action: KeystoreAction::Rotate }) => {
-            ("keystore rotate", &["keystore", "passphrase_file"])
+/// The subcommands that use only some of the server settings (which are global, so that they
+/// may come before a subcommand), and the settings each uses. Serving and `config check` use
+/// them all. Every other setting is left out of the subcommand's `--help` and refused on its
+/// command line ([`refuse_unused_settings`]) rather than silently ignored.
+const PARTIAL_USERS: &[(&[&str], &[&str])] = &[
+    (&["init"], &["passphrase_file"]),
+    (&["keystore", "init"], &["keystore", "passphrase_file"]),
+    (&["keystore", "rotate"], &["keystore", "passphrase_file"]),
+    (&["keystore"], &["keystore", "passphrase_file"]),
+    (&["log"], &["config", "store", "postgres_max_connections", "log_origin", "log_format", "dev"]),
+    (&["log", "fsck"], &["config", "store", "postgres_max_connections", "log_origin", "log_format", "dev"]),
+    (&["witness"], &["log_format"]),
+    (&["witness", "vkey"], &[]),
+];
+
+/// `gatewayd`'s command line, with each subcommand's help naming only the settings it uses.
+fn command() -> clap::Command {
+    let mut command = Cli::command();
+    let settings: Vec<clap::Arg> = command.get_arguments().filter(|arg| arg.is_global_set()).cloned().collect();
+    for (path, used) in PARTIAL_USERS {
+        command = hide_in(command, path, &settings, used);
+    }
+    command
+}
+
+/// `command` with the `settings` not `used` hidden from the help of its subcommand at `path`:
+/// each is declared there again, hidden, and clap then does not copy the visible global into it.
+fn hide_in(command: clap::Command, path: &[&str], settings: &[clap::Arg], used: &[&str]) -> clap::Command {
+    match path {
+        [] => {
+            let hidden: Vec<clap::Arg> = settings
+                .iter()
+                .filter(|arg| !used.contains(&arg.get_id().as_str()) && !defines(&command, arg.get_id()))
+                .map(|arg| arg.clone().hide(true))
+                .collect();
+            command.args(hidden)
         }
-        _ => return Ok(()),
-    };
+        [name, rest @ ..] => command.mut_subcommand(*name, |sub| hide_in(sub, rest, settings, used)),
+    }
+}
+
+/// Whether `command` declares an argument `id` of its own (a witness's `--listen`).
+fn defines(command: &clap::Command, id: &clap::Id) -> bool {
+    command.get_arguments().any(|arg| arg.get_id() == id)
+}
+
+/// Refuses a server setting given on the command line of a subcommand that does not use it
+/// ([`PARTIAL_USERS`]): `gatewayd init` and `gatewayd keystore …` write their files with the
+/// defaults, `gatewayd log fsck` reads only the store, and a witness serves on its own flags.
+fn refuse_unused_settings(matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let mut path = Vec::new();
     let mut levels = vec![matches];
-    while let Some((_, sub)) = levels.last().and_then(|m| m.subcommand()) {
+    while let Some((name, sub)) = levels.last().and_then(|m| m.subcommand()) {
+        path.push(name);
         levels.push(sub);
     }
-    let given: Vec<String> = Cli::command()
+    let Some((_, used)) = PARTIAL_USERS.iter().find(|(p, _)| *p == path.as_slice()) else { return Ok(()) };
+    let cli = Cli::command();
+    let own = path.iter().try_fold(&cli, |command, name| command.find_subcommand(name)).expect("a parsed path");
+    let given: Vec<String> = cli
         .get_arguments()
-        .filter(|arg| arg.is_global_set() && !used.contains(&arg.get_id().as_str()))
+        .filter(|arg| arg.is_global_set() && !used.contains(&arg.get_id().as_str()) && !defines(own, arg.get_id()))
         .filter(|arg| {
             levels.iter().any(|m| m.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
         })
@@ -64,7 +107,8 @@ fn refuse_unused_settings(cli: &Cli, matches: &clap::ArgMatches) -> anyhow::Resu
         return Ok(());
     }
     anyhow::bail!(
-        "gatewayd {name} does not use {}: it writes its files with the defaults; set these in gateway.toml (or give them when serving)",
+        "gatewayd {} does not use {}: set these in gateway.toml, or give them when serving",
+        path.join(" "),
         given.join(", ")
     )
 }

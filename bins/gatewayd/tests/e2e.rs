@@ -272,6 +272,8 @@ fn init_refuses_server_options_it_would_ignore() {
         (&["init", "--redis", "redis://cache", "--listen", "0.0.0.0:80"][..], "--listen, --redis"),
         (&["--trusted-proxy", "10.0.0.1", "init"][..], "--trusted-proxy"),
         (&["keystore", "init", "--keystore", "ks.json", "--store", "memory"][..], "--store"),
+        (&["log", "fsck", "--redis", "redis://cache"][..], "--redis"),
+        (&["--listen", "0.0.0.0:80", "log", "fsck"][..], "--listen"),
     ] {
         let (ok, said) = run(args);
         assert!(!ok && said.contains("does not use") && said.contains(named), "{args:?}: {said}");
@@ -281,6 +283,51 @@ fn init_refuses_server_options_it_would_ignore() {
     let (ok, said) = run(&["init", "--founder", "did:key:z6MkgAnvkP45uNxwCKeNdt6wrYkEjpYX4f7Nrd8MQqFL8Fbn"]);
     assert!(ok, "{said}");
     assert!(dir.path().join("gateway.toml").exists());
+}
+
+/// Each subcommand's help lists the options it uses, not the thirty-odd server settings: an
+/// operator reading `gatewayd init --help` learns what init does with what. Serving and `config
+/// check`, which use every setting, list them all.
+#[test]
+fn subcommand_help_names_only_the_subcommands_options() {
+    let help = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gatewayd")).args(args).arg("--help").output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let text = String::from_utf8(output.stdout).unwrap();
+        let mut options: Vec<String> = text
+            .lines()
+            .filter(|line| line.trim_start().starts_with('-'))
+            .filter_map(|line| line.split_whitespace().find(|word| word.starts_with("--")))
+            .map(|word| word.trim_end_matches(',').to_owned())
+            .collect();
+        options.sort();
+        options
+    };
+    let expect = |args: &[&str], options: &[&str]| {
+        let mut want: Vec<String> = options.iter().map(|o| (*o).to_owned()).chain(["--help".to_owned()]).collect();
+        want.sort();
+        assert_eq!(help(args), want, "gatewayd {}", args.join(" "));
+    };
+    expect(&["init"], &["--dir", "--founder", "--force", "--passphrase-file"]);
+    expect(&["keystore", "init"], &["--keystore", "--passphrase-file"]);
+    expect(&["keystore", "rotate"], &["--keystore", "--passphrase-file"]);
+    expect(&["log", "fsck"], &[
+        "--coop",
+        "--config",
+        "--store",
+        "--postgres-max-connections",
+        "--log-origin",
+        "--log-format",
+        "--dev",
+    ]);
+    expect(&["witness", "vkey"], &["--key", "--name"]);
+    expect(&["witness"], &["--key", "--listen", "--state", "--log", "--name", "--log-format"]);
+    for serving in [&["serve"][..], &["config", "check"]] {
+        let options = help(serving);
+        for setting in ["--store", "--redis", "--listen", "--trusted-proxy", "--keystore", "--witness", "--workers"] {
+            assert!(options.iter().any(|o| o == setting), "{serving:?} lists {setting}: {options:?}");
+        }
+    }
 }
 
 /// The start-up log says where the API documentation is, next to where it listens, and the
