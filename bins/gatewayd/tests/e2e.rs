@@ -311,15 +311,10 @@ fn subcommand_help_names_only_the_subcommands_options() {
     expect(&["init"], &["--dir", "--founder", "--force", "--passphrase-file"]);
     expect(&["keystore", "init"], &["--keystore", "--passphrase-file"]);
     expect(&["keystore", "rotate"], &["--keystore", "--passphrase-file"]);
-    expect(&["log", "fsck"], &[
-        "--coop",
-        "--config",
-        "--store",
-        "--postgres-max-connections",
-        "--log-origin",
-        "--log-format",
-        "--dev",
-    ]);
+    expect(
+        &["log", "fsck"],
+        &["--coop", "--config", "--store", "--postgres-max-connections", "--log-origin", "--log-format", "--dev"],
+    );
     expect(&["witness", "vkey"], &["--key", "--name"]);
     expect(&["witness"], &["--key", "--listen", "--state", "--log", "--name", "--log-format"]);
     for serving in [&["serve"][..], &["config", "check"]] {
