@@ -90,8 +90,12 @@ impl PrivateServer {
         }
     }
 
-    /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`).
+    /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`); a frozen one is
+    /// resumed first, or it could not stop.
     fn stop(&mut self) {
+        if self.data.join("postmaster.pid").exists() {
+            signal_server(self, "CONT");
+        }
         let _ = pg_command("pg_ctl").args(["stop", "-m", "immediate", "-D", self.data.to_str().unwrap()]).output();
         if let Some(mut child) = self.process.take() {
             let _ = child.wait();
@@ -203,4 +207,96 @@ async fn a_database_that_refuses_writes_makes_the_replica_unready_until_it_commi
         assert!(back.elapsed() < Duration::from_secs(5), "not ready again after writes came back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The private server's postmaster and every backend it forked, stopped (`SIGSTOP`) or resumed
+/// (`SIGCONT`): a frozen server keeps its TCP connections open and answers nothing.
+fn signal_server(server: &PrivateServer, signal: &str) {
+    let Ok(pid_file) = std::fs::read_to_string(server.data.join("postmaster.pid")) else {
+        assert_eq!(signal, "CONT", "no postmaster.pid: the server is not running");
+        return;
+    };
+    let postmaster = pid_file.lines().next().expect("the postmaster's pid").trim().to_owned();
+    let children = Command::new("pgrep").args(["-P", &postmaster]).output().expect("pgrep");
+    let mut pids = vec![postmaster];
+    pids.extend(String::from_utf8_lossy(&children.stdout).split_whitespace().map(str::to_owned));
+    // `runuser` (when root) stops itself when its child stops, and must be resumed too.
+    pids.extend(server.process.as_ref().map(|child| child.id().to_string()));
+    let status = Command::new("kill").arg(format!("-{signal}")).args(&pids).status().unwrap();
+    assert!(status.success() || signal == "CONT", "kill -{signal} {pids:?}");
+}
+
+/// A statement PostgreSQL does not answer (behind a lock, or a server that freezes: a stopped
+/// process, a network that drops packets) is answered 503 by its deadline (5 s) instead of
+/// waiting for ever; once the write probe has seen the database unreachable, readiness and every
+/// request answer 503 at once; and after the server resumes the gateway serves again by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_postgresql_answers_503_by_the_deadline_and_then_at_once() {
+    let server = PrivateServer::init();
+    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
+    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+    let token = login(&gateway.api, 1, "frozen", &scopes).await;
+    let create = json!({ "name": "Frozen", "coop_type": "worker" });
+    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
+    assert_eq!(status, 201, "{body}");
+
+    // A statement that never gets its answer from a working server (it waits behind a lock
+    // held for 8 s): its deadline (5 s) answers 503, and nothing is committed.
+    let mut holder = pg_command("psql")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", "postgres", "-d", "postgres"])
+        .args(["-c", "BEGIN; LOCK TABLE transactions IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT;"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asked = Instant::now();
+    let (status, body) = json_request(&gateway.api, "GET", "/v1/ledger/frozen/history", None, Some(&token)).await;
+    let took = asked.elapsed();
+    assert_eq!((status, body["code"].as_str()), (503, Some("SERVICE_UNAVAILABLE")), "{body}");
+    assert!(took >= Duration::from_millis(4500) && took < Duration::from_secs(7), "answered after {took:?}");
+    assert!(holder.wait().unwrap().success(), "the lock holder's transaction");
+    let (status, body) = json_request(&gateway.api, "GET", "/v1/ledger/frozen/history", None, Some(&token)).await;
+    assert_eq!(status, 200, "the lock gone, the same read is served: {body}");
+
+    signal_server(&server, "STOP");
+    let frozen = Instant::now();
+    let member = json!({ "did": support::signing_key(2).1 });
+    let (status, body) =
+        json_request(&gateway.api, "POST", "/v1/coops/frozen/members", Some(member), Some(&token)).await;
+    let took = frozen.elapsed();
+    assert_eq!((status, body["code"].as_str()), (503, Some("SERVICE_UNAVAILABLE")), "{body}");
+    assert!(took < Duration::from_secs(7), "a write in flight waited {took:?}");
+    // The probe (every second, 2 s to answer) has seen it by now, or will within a few seconds:
+    // then requests and readiness no longer wait.
+    let mut fast = None;
+    while frozen.elapsed() < Duration::from_secs(15) {
+        let asked = Instant::now();
+        let (status, body) = json_request(&gateway.api, "GET", "/v1/coops/frozen", None, Some(&token)).await;
+        assert_eq!((status, body["code"].as_str()), (503, Some("SERVICE_UNAVAILABLE")), "{body}");
+        if asked.elapsed() < Duration::from_millis(300) {
+            fast = Some(asked.elapsed());
+            break;
+        }
+    }
+    fast.expect("requests still wait for a frozen database after 15 s");
+    let asked = Instant::now();
+    let (status, _) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+    assert_eq!(status, 503);
+    assert!(asked.elapsed() < Duration::from_millis(300), "readiness waited {:?}", asked.elapsed());
+
+    signal_server(&server, "CONT");
+    let back = Instant::now();
+    loop {
+        let (status, body) = json_request(&gateway.api, "GET", "/v1/coops/frozen", None, Some(&token)).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "while resuming: {body}");
+        assert!(back.elapsed() < Duration::from_secs(20), "the gateway did not serve again after the freeze");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let member = json!({ "did": support::signing_key(3).1 });
+    let (status, body) =
+        json_request(&gateway.api, "POST", "/v1/coops/frozen/members", Some(member), Some(&token)).await;
+    assert_eq!(status, 201, "writes resume: {body}");
 }

@@ -255,7 +255,7 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
-        | sqlx::Error::WorkerCrashed => Error::ServiceUnavailable(format!("store unreachable: {err}")),
+        | sqlx::Error::WorkerCrashed => Error::ServiceUnavailable(format!("{}: {err}", health::UNREACHABLE)),
         other => Error::Internal(format!("store error: {other}")),
     }
 }
@@ -288,6 +288,9 @@ pub struct Store {
     trust_changes: Arc<tokio::sync::Notify>,
     /// The outcome of the latest store-level writes, for readiness.
     write_health: health::WriteHealth,
+    /// Whether the latest probe or ping reached the database (PostgreSQL: requests fail at once
+    /// while it did not).
+    reach: health::Reachability,
     /// The balance read model (SQLite, whose only writer is this process's).
     pub(crate) view: Option<Arc<view::BalanceView>>,
 }
@@ -303,8 +306,9 @@ impl Drop for Store {
 /// How a store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// The most connections a PostgreSQL pool opens. Several replicas share the server's
-    /// `max_connections` (100 by default): replicas × this + one listener each must fit.
+    /// The most connections a PostgreSQL pool opens, the event listener's included. Several
+    /// replicas share the server's `max_connections` (100 by default): size it for replicas ×
+    /// (this + 1), a spare each (docs/DEPLOYMENT.md §7).
     pub postgres_max_connections: u32,
 }
 
@@ -381,6 +385,7 @@ impl Store {
                     listener: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
+                    reach: health::Reachability::default(),
                     view: Some(view),
                 })
             }
@@ -429,6 +434,7 @@ impl Store {
                     listener: Some(listener),
                     trust_changes,
                     write_health: health::WriteHealth::default(),
+                    reach: health::Reachability::default(),
                     view: None,
                 })
             }
@@ -473,7 +479,14 @@ impl Store {
                     Err(_) => Err(Error::ServiceUnavailable("the store writer has stopped".into())),
                 }
             }
-            (Backend::Postgres(pool), _) => writer::run_postgres(pool, task, &self.feed).await,
+            (Backend::Postgres(pool), _) => {
+                // While the probe cannot reach the database, a request's unit of work fails at
+                // once; the probe itself always tries.
+                if !matches!(task, writer::Task::Probe { .. }) {
+                    self.reach.check()?;
+                }
+                writer::run_postgres(pool, task, &self.feed).await
+            }
             (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
         };
         if matches!(&result, Err(Error::ServiceUnavailable(_))) {
@@ -499,6 +512,13 @@ impl Transactor for Store {
 /// How long the write probe may take before the store counts as stalled.
 const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 
+/// How long a request waits for PostgreSQL: for a read, for a unit of work's statements, and
+/// for the confirmation of its commit, each. A frozen server (a stopped process, a network that
+/// drops packets without resetting connections) never answers: past this the request is
+/// answered 503. Generous next to a commit's usual milliseconds (docs/PERFORMANCE.md), so a
+/// busy but working database never trips it; background scans (audits, fsck) have no deadline.
+pub(crate) const POSTGRES_DEADLINE: Duration = Duration::from_secs(5);
+
 #[async_trait]
 impl StoreHealth for Store {
     fn kind(&self) -> &'static str {
@@ -510,8 +530,20 @@ impl StoreHealth for Store {
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        let answer: Result<bool, Error> = self.read_one("SELECT 1 = 1", &[]).await;
-        answer.map(|_| ()).map_err(|e| Error::ServiceUnavailable(format!("store unreachable: {e}")))
+        // While the probe cannot reach the database, readiness says so at once; the probe, every
+        // second, finds it back.
+        self.reach.check()?;
+        let read = async { self.connect_reader().await?.conn().fetch_one::<(bool,)>("SELECT 1 = 1", &[]).await };
+        let answer = match tokio::time::timeout(PROBE_DEADLINE, read).await {
+            Ok(answer) => answer.map(|_| ()),
+            Err(_) => Err(health::stalled("a read", PROBE_DEADLINE)),
+        };
+        let answer = answer.map_err(|e| match e {
+            e if health::is_unreachable(&e) => e,
+            e => Error::ServiceUnavailable(format!("{}: {e}", health::UNREACHABLE)),
+        });
+        self.reach.observe(&answer);
+        answer
     }
 
     fn writable(&self) -> Result<(), Error> {
@@ -520,13 +552,15 @@ impl StoreHealth for Store {
 
     async fn probe_write(&self) -> Result<(), Error> {
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        match tokio::time::timeout(PROBE_DEADLINE, self.run_task(writer::Task::Probe { at })).await {
+        let result = match tokio::time::timeout(PROBE_DEADLINE, self.run_task(writer::Task::Probe { at })).await {
             Ok(result) => result,
             Err(_) => {
                 self.write_health.record_stall(PROBE_DEADLINE);
-                self.write_health.writable()
+                Err(health::stalled("a commit", PROBE_DEADLINE))
             }
-        }
+        };
+        self.reach.observe(&result);
+        result
     }
 }
 

@@ -68,21 +68,30 @@ impl Store {
 
     /// Every row of a read.
     pub(crate) async fn read_all<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
-        self.reader().await?.conn().fetch_all(sql, args).await
+        within_deadline(async { self.reader().await?.conn().fetch_all(sql, args).await }).await
     }
 
     /// The first row of a read, if any.
     pub(crate) async fn read_optional<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
-        self.reader().await?.conn().fetch_optional(sql, args).await
+        within_deadline(async { self.reader().await?.conn().fetch_optional(sql, args).await }).await
     }
 
     /// The first row of a read that always returns one.
     pub(crate) async fn read_one<R: Row>(&self, sql: &str, args: &[Arg<'_>]) -> Result<R, Error> {
-        self.reader().await?.conn().fetch_one(sql, args).await
+        within_deadline(async { self.reader().await?.conn().fetch_one(sql, args).await }).await
     }
 
-    /// Borrows a connection for a read.
+    /// Borrows a connection for a read: at once a 503 while the database cannot be reached
+    /// (PostgreSQL; [`crate::health::Reachability`]).
     pub(crate) async fn reader(&self) -> Result<Reader<'_>, Error> {
+        if matches!(self.backend, Backend::Postgres(_)) {
+            self.reach.check()?;
+        }
+        self.connect_reader().await
+    }
+
+    /// Borrows a connection for a read, whatever the latest probe saw.
+    pub(crate) async fn connect_reader(&self) -> Result<Reader<'_>, Error> {
         match &self.backend {
             Backend::Sqlite(db) => Ok(Reader::Sqlite(db.reader().await?)),
             Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(|e| {
@@ -91,6 +100,18 @@ impl Store {
             })?)),
         }
     }
+}
+
+/// A read answered within [`crate::POSTGRES_DEADLINE`] or failed with a 503 (SQLite's reads
+/// finish on their first poll and never reach it).
+async fn within_deadline<T>(read: impl std::future::Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::time::timeout(crate::POSTGRES_DEADLINE, read).await.unwrap_or_else(|_| {
+        Err(Error::ServiceUnavailable(format!(
+            "{}: no answer to a read within {:?}",
+            crate::health::UNREACHABLE,
+            crate::POSTGRES_DEADLINE
+        )))
+    })
 }
 
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {

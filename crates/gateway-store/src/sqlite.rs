@@ -28,6 +28,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::conn::sqlite_error;
+use crate::health::{Say, Streak};
 
 /// Sets `path` to mode 0600 (owner read and write); nothing on systems without Unix modes.
 fn set_private(path: &Path) -> std::io::Result<()> {
@@ -301,11 +302,26 @@ impl SqliteDb {
         std::thread::Builder::new()
             .name("store-checkpointer".into())
             .spawn(move || {
+                // A full disk fails every checkpoint, up to one each CHECKPOINT_SPACING: said
+                // once, then once a minute, then when they succeed again.
+                let mut failures = Streak::default();
                 while nudged.recv().is_ok() {
                     let started = std::time::Instant::now();
                     let checkpoint = db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-                    if let Err(err) = checkpoint {
-                        tracing::warn!("WAL checkpoint failed: {err}");
+                    match checkpoint {
+                        Ok(()) => {
+                            if let Say::Ended(count) = failures.succeeded() {
+                                tracing::info!("WAL checkpoints succeed again, after {count} failed");
+                            }
+                        }
+                        Err(err) => match failures.failed(started) {
+                            Say::Started => tracing::warn!("WAL checkpoint failed: {err}"),
+                            Say::Repeated(count) => tracing::warn!(
+                                "WAL checkpoint failed {count} more times in the last {} s: {err}",
+                                Streak::QUIET.as_secs()
+                            ),
+                            Say::Nothing | Say::Ended(_) => {}
+                        },
                     }
                     std::thread::sleep(CHECKPOINT_SPACING.saturating_sub(started.elapsed()));
                 }

@@ -18,9 +18,9 @@ use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Db, sqlite_error};
-use crate::db_error;
 use crate::sqlite::{Checkpoints, WriterConn};
 use crate::view::{BalanceView, Touched};
+use crate::{db_error, health};
 
 /// Most jobs committed together.
 const MAX_GROUP: usize = 512;
@@ -230,24 +230,50 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 /// Runs one job in its own PostgreSQL transaction. After the commit, each coop the job appended
 /// events to is announced with its counter as read then (every number up to it is committed):
 /// at once to this replica's own feed, and by the commit's `pg_notify` to every replica's.
+///
+/// The work and the commit each have [`crate::POSTGRES_DEADLINE`]: a frozen server gets the
+/// request a 503, never an endless wait. Past the work's deadline nothing was committed (the
+/// transaction is dropped, and the server rolls it back); past the commit's, the outcome is
+/// unknown, and the 503 says so (a retry with the same `Idempotency-Key` gets the stored answer
+/// if it did commit).
 pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
-    let mut conn = pool.acquire().await.map_err(db_error)?;
-    let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db_error)?;
-    let result = {
-        let mut handle = Conn::new(Db::Postgres(&mut tx));
-        let outcome = match task {
-            Task::Work(work) => AssertUnwindSafe(work(&mut handle)).catch_unwind().await,
-            Task::Probe { at } => Ok(handle.execute(PROBE_SQL, &[at.into()]).await.map(|_| ())),
-        };
-        match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
-            // The events last, just before the commit: see `Conn::flush_events`.
-            Ok(()) => handle.flush_events().await,
-            Err(err) => Err(err),
-        }
+    let deadline = crate::POSTGRES_DEADLINE;
+    let unanswered = |what: &str| {
+        Error::ServiceUnavailable(format!(
+            "{}: PostgreSQL did not answer {what} within {deadline:?}",
+            health::UNREACHABLE
+        ))
     };
+    let mut conn = pool.acquire().await.map_err(db_error)?;
+    let work = async {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db_error)?;
+        let result = {
+            let mut handle = Conn::new(Db::Postgres(&mut tx));
+            let outcome = match task {
+                Task::Work(work) => AssertUnwindSafe(work(&mut handle)).catch_unwind().await,
+                Task::Probe { at } => Ok(handle.execute(PROBE_SQL, &[at.into()]).await.map(|_| ())),
+            };
+            match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
+                // The events last, just before the commit: see `Conn::flush_events`.
+                Ok(()) => handle.flush_events().await,
+                Err(err) => Err(err),
+            }
+        };
+        Ok::<_, Error>((tx, result))
+    };
+    let (tx, result) = tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or_else(|_| Err(unanswered("a unit of work's statements (nothing was committed)")))?;
     match result {
         Ok(coops) => {
-            tx.commit().await.map_err(db_error)?;
+            tokio::time::timeout(deadline, tx.commit())
+                .await
+                .map_err(|_| {
+                    unanswered(
+                        "the commit (the change may or may not be recorded: retry with the same Idempotency-Key)",
+                    )
+                })?
+                .map_err(db_error)?;
             // The number the commit gave the last event, left on this connection by the
             // numbering trigger (migration 0016).
             let last = if coops.is_empty() {
@@ -273,7 +299,7 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
             Ok(last)
         }
         Err(err) => {
-            let _ = tx.rollback().await;
+            let _ = tokio::time::timeout(deadline, tx.rollback()).await;
             Err(err)
         }
     }
