@@ -359,6 +359,68 @@ async fn governance_through_the_cli_ends_in_a_verified_receipt() {
     assert!(offline.contains("receipt valid"), "{offline}");
 }
 
+/// `proposal list` and `proposal show` give a closed proposal the time it closed, never the end
+/// its voting was scheduled for (a text proposal's author closes it early here, a day before
+/// that end); a proposal still open shows when its voting closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_proposal_shows_when_it_closed_not_its_scheduled_end() {
+    let url = gateway().await;
+    let dir = tempfile::tempdir().unwrap();
+    let admin = Member::new(dir.path(), "admin").await;
+    let base = ["--gateway", url.as_str(), "--key", admin.key(), "--coop", "gov"];
+    let with = |args: &[&str]| -> Vec<String> { base.iter().chain(args).map(|a| (*a).to_owned()).collect() };
+    ok(&with(&["login", "--scopes", "bootstrap"])).await;
+    ok(&with(&["coop", "create", "--name", "Gov"])).await;
+    ok(&with(&["login", "--scopes", "all"])).await;
+    ok(&with(&["domain", "create", "budget", "--member", &admin.did])).await;
+    // Opens a one-day vote; returns the proposal's id and the end `proposal open` announces.
+    let open = |title: &'static str| {
+        let with = &with;
+        async move {
+            let created =
+                json(&with(&["proposal", "create", "--domain", "budget", "--title", title, "--duration", "86400"]))
+                    .await;
+            let id = created["id"].as_str().unwrap().to_owned();
+            let opened = ok(&with(&["proposal", "open", &id])).await;
+            let end = opened
+                .split("voting closes ")
+                .nth(1)
+                .and_then(|rest| rest.strip_suffix(" UTC\n"))
+                .unwrap_or_else(|| panic!("no closing time in {opened:?}"))
+                .to_owned();
+            (id, end)
+        }
+    };
+    let (oven, oven_end) = open("Oven").await;
+    let (fridge, fridge_end) = open("Fridge").await;
+
+    ok(&with(&["proposal", "vote", &oven, "yes"])).await;
+    let closed = ok(&with(&["proposal", "close", &oven])).await;
+    let closed_at = closed
+        .lines()
+        .find_map(|line| line.strip_prefix("closed   "))
+        .unwrap_or_else(|| panic!("no closing line in {closed:?}"))
+        .to_owned();
+    assert!(!closed.contains(&oven_end) && !closed.contains("closes "), "{closed}");
+    assert_ne!(closed_at, oven_end, "closed a day early");
+
+    let listed = ok(&with(&["proposal", "list"])).await;
+    let row = |id: &str| {
+        listed.lines().find(|line| line.starts_with(id)).unwrap_or_else(|| panic!("{id} in {listed}")).to_owned()
+    };
+    assert!(listed.lines().next().unwrap().contains("VOTING (UTC)"), "{listed}");
+    let oven_row = row(&oven);
+    assert!(oven_row.contains(&format!("closed {closed_at}")) && oven_row.contains("Approved"), "{listed}");
+    assert!(!oven_row.contains(&oven_end) && !oven_row.contains("closes"), "{listed}");
+    let fridge_row = row(&fridge);
+    assert!(fridge_row.contains(&format!("closes {fridge_end}")), "{listed}");
+
+    let shown = ok(&with(&["proposal", "show", &oven])).await;
+    assert!(shown.contains(&format!("closed   {closed_at}")) && !shown.contains(&oven_end), "{shown}");
+    let shown = ok(&with(&["proposal", "show", &fridge])).await;
+    assert!(shown.contains(&format!("closes   {fridge_end}")), "{shown}");
+}
+
 /// `args` run as `member` against `url` in cooperative `coop`.
 fn as_member(url: &str, member: &Member, coop: &str, args: &[&str]) -> Vec<String> {
     ["--gateway", url, "--key", member.key(), "--coop", coop].iter().chain(args).map(|a| (*a).to_owned()).collect()

@@ -175,8 +175,8 @@ pub struct Settings {
     /// Store: memory, sqlite:<path> or postgres://… [default: sqlite:gateway.db].
     #[arg(long, env = "ICN_GATEWAY_STORE", global = true)]
     pub store: Option<String>,
-    /// The most PostgreSQL connections this replica opens [default: 16]; replicas × this must
-    /// fit in the server's max_connections.
+    /// The most PostgreSQL connections this replica opens, the event listener's included
+    /// [default: 16; at least 2]; replicas × (this + 1) must fit in the server's max_connections.
     #[arg(long, env = "ICN_GATEWAY_POSTGRES_MAX_CONNECTIONS", global = true)]
     pub postgres_max_connections: Option<u32>,
     /// Redis URL (redis://[user:password@]host[:port][/db]): replicas share rate limits, login
@@ -547,7 +547,11 @@ impl GatewayConfig {
         }
         let store_options = gateway_store::StoreOptions {
             postgres_max_connections: match settings.postgres_max_connections.or(file.postgres_max_connections) {
-                Some(0) => bail!("--postgres-max-connections must be at least 1"),
+                // The event listener holds one connection for as long as it runs: requests
+                // need another.
+                Some(n @ (0 | 1)) => bail!(
+                    "--postgres-max-connections {n}: at least 2 (the event listener holds one connection, requests need the others)"
+                ),
                 Some(n) => n,
                 None => gateway_store::StoreOptions::default().postgres_max_connections,
             },

@@ -3,7 +3,7 @@
 //! connections, limiter and caches, served in this process: a WebSocket client connected to
 //! replica A receives, in order and without gaps, the events written through replica B; and
 //! concurrent requests split across the two replicas keep the interface's concurrency rules
-//! (section 5).
+//! (docs/INTERFACE.md §15).
 
 mod support;
 

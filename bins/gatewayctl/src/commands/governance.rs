@@ -56,9 +56,25 @@ pub(crate) async fn domain(context: &Context, session: &LoggedIn, command: Domai
     }
 }
 
+/// When a proposal's voting ends: `closed <time>` once it has closed (it may close before its
+/// scheduled end, which then no longer matters), else `closes <time>` while open, `-` for a draft.
+fn voting_end(p: &gateway_client::Proposal) -> String {
+    match (p.closed_at, p.closes_at) {
+        (Some(at), _) => format!("closed {}", time(at)),
+        (None, _) if p.status == "closed" => "closed".into(),
+        (None, Some(at)) => format!("closes {}", time(at)),
+        (None, None) => "-".into(),
+    }
+}
+
 fn proposal_text(p: &gateway_client::Proposal) -> String {
+    let (label, at) = match (p.closed_at, p.status.as_str()) {
+        (Some(at), _) => ("closed ", Some(at)),
+        (None, "closed") => ("closed ", None),
+        (None, _) => ("closes ", p.closes_at),
+    };
     let mut text = format!(
-        "{} [{}] {}\ndomain   {}\nauthor   {}\nrule     {}\ncreated  {} UTC\nopened   {}\ncloses   {}\nclosed   {}",
+        "{} [{}] {}\ndomain   {}\nauthor   {}\nrule     {}\ncreated  {} UTC\nopened   {}\n{label}  {}",
         p.id,
         p.status,
         p.title,
@@ -67,8 +83,7 @@ fn proposal_text(p: &gateway_client::Proposal) -> String {
         p.rule,
         time(p.created_at),
         maybe_time(p.opened_at),
-        maybe_time(p.closes_at),
-        maybe_time(p.closed_at)
+        maybe_time(at)
     );
     if !p.description.is_empty() {
         text.push_str(&format!("\n\n{}", p.description));
@@ -137,14 +152,14 @@ pub(crate) async fn proposal(context: &Context, session: &LoggedIn, command: Pro
             };
             let proposals = client.proposals(&query).await?;
             out.show(&proposals, || {
-                let mut table = Table::new(&["ID", "STATUS", "DOMAIN", "AUTHOR", "CLOSES (UTC)", "OUTCOME", "TITLE"]);
+                let mut table = Table::new(&["ID", "STATUS", "DOMAIN", "AUTHOR", "VOTING (UTC)", "OUTCOME", "TITLE"]);
                 for p in &proposals.proposals {
                     table.row(vec![
                         p.id.clone(),
                         p.status.clone(),
                         p.domain_id.clone(),
                         short_did(&p.author),
-                        maybe_time(p.closes_at),
+                        voting_end(p),
                         p.outcome.clone().unwrap_or_else(|| "-".into()),
                         p.title.clone(),
                     ]);
