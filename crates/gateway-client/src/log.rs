@@ -422,6 +422,15 @@ impl Client {
         Ok(out)
     }
 
+    /// `GET /v1/coops/{coop}/log/opened` (members): `LogOpened`'s data whole, as served. When
+    /// entry 0 holds digests of its largest fields (a coop with hundreds of members when its log
+    /// began), these are the fields they digest; [`Client::audit`] checks them against the
+    /// digests before it replays from them.
+    pub async fn log_opened_data(&self, coop: &CoopId) -> Result<String> {
+        let answer = self.send(Call::new(Method::GET, &segments(coop, "opened"))).await?;
+        text_of(answer)
+    }
+
     /// `GET /v1/coops/{coop}/log/proof?seq=N[&wait=true]` (members): the `c2sp.org/tlog-proof@v1`
     /// of the entry of event `seq`, exactly as served (checked to parse). With `wait`, the
     /// gateway waits up to 5 s for a checkpoint that covers it and meets its witness quorum.

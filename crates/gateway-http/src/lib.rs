@@ -113,6 +113,7 @@ fn protected_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(compute::claim))
         .routes(routes!(compute::complete))
         .routes(routes!(log::proof))
+        .routes(routes!(log::opened))
         .routes(routes!(log::consistency))
         .route("/v1/coops/{id}/log/tile/entries/{*path}", axum::routing::get(log::entries))
         .merge(OpenApiRouter::from(short_routes()))

@@ -537,6 +537,12 @@ impl LogReads for Store {
         self.reader().await?.conn().log_tile(coop, level, index).await
     }
 
+    async fn log_opened_data(&self, coop: &CoopId) -> Result<Option<String>, Error> {
+        let row: Option<(Option<String>,)> =
+            self.read_optional("SELECT opened_data FROM coop_logs WHERE coop_id = $1", args![coop.as_str()]).await?;
+        Ok(row.and_then(|(data,)| data))
+    }
+
     async fn coops_behind_log(&self, limit: u32, unsigned: bool) -> Result<Vec<CoopId>, Error> {
         self.reader().await?.conn().coops_behind_log(limit, unsigned).await
     }

@@ -16,7 +16,8 @@
 //! 4. **Consistency.** With a saved state, the log must extend the saved checkpoint: the entries
 //!    give the saved root at the saved size, and the gateway's RFC 9162 consistency proof from
 //!    the saved checkpoint to this one verifies.
-//! 5. **Entries.** Entry 0 is `LogOpened` (its balances sum to zero per currency), entry `i` is
+//! 5. **Entries.** Entry 0 is `LogOpened` (its balances sum to zero per currency; when it holds
+//!    digests of fields, the data served apart must match them, and is replayed), entry `i` is
 //!    event `after_seq + i` of this coop, every `PaymentCreated` is well formed (a conversion's
 //!    gross is amount × rate and its net gross − fee).
 //! 6. **Receipts.** Every `GovernanceProposalClosed` entry that carries a receipt: the receipt
@@ -358,10 +359,31 @@ impl Client {
             return Ok(report);
         }
 
-        // 5. The entries, replayed.
+        // 5. The entries, replayed; `LogOpened`'s data served apart when its entry holds
+        // digests of fields, checked against them.
         let mut replay = Replay::new(coop);
+        let mut first = None;
+        if let Some(entry) = entries.first()
+            && super::replay::with_whole_data(entry, None).is_err()
+        {
+            let whole = self.log_opened_data(coop).await?;
+            match super::replay::with_whole_data(entry, Some(&whole)) {
+                Ok(Some((rebuilt, digested))) => {
+                    report.notes.push(format!(
+                        "LogOpened holds digests of {digested} of its fields; the data the gateway serves \
+                         apart matches them, and the ledger is replayed from it"
+                    ));
+                    first = Some(rebuilt);
+                }
+                Ok(None) => {}
+                Err(detail) => report.mismatch(Mismatch::Entry { index: 0, detail }),
+            }
+        }
         for (index, entry) in entries.iter().enumerate() {
-            replay.apply(index as u64, entry);
+            match (&first, index) {
+                (Some(rebuilt), 0) => replay.apply(0, rebuilt),
+                _ => replay.apply(index as u64, entry),
+            }
         }
         report.after_seq = replay.after_seq;
         report.events = replay.events.clone();

@@ -147,6 +147,115 @@ fn strings(value: &serde_json::Value, out: &mut BTreeSet<String>) {
     }
 }
 
+/// A JSON object's fields with their exact text, in order.
+struct Fields(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(field) = map.next_entry::<String, Box<RawValue>>()? {
+                    fields.push(field);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// A field of `LogOpened` replaced in its entry by the digest of its exact JSON text.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldDigest {
+    sha256: String,
+    bytes: usize,
+}
+
+/// Entry 0 with the `LogOpened` data served apart (`GET /log/opened`) in place of its own, when
+/// its own holds digests of fields (an entry is at most 65,535 bytes): `Ok(None)` when it holds
+/// none, `Ok(Some((entry, digested)))` when every digested field of the entry is the SHA-256 and
+/// length of that field's exact text in `whole` and every other field is the same text, else
+/// `Err` saying which field does not match.
+pub(super) fn with_whole_data(entry: &[u8], whole: Option<&str>) -> Result<Option<(Vec<u8>, usize)>, String> {
+    use sha2::Digest as _;
+    #[derive(Deserialize)]
+    struct Outer<'a> {
+        seq: u64,
+        #[serde(borrow)]
+        event: Inner<'a>,
+    }
+    #[derive(Deserialize)]
+    struct Inner<'a> {
+        #[serde(rename = "type")]
+        event_type: &'a str,
+        coop_id: &'a str,
+        timestamp: u64,
+        #[serde(borrow)]
+        data: &'a RawValue,
+    }
+    let Ok(outer) = serde_json::from_slice::<Outer<'_>>(entry) else { return Ok(None) };
+    let Ok(Fields(own)) = serde_json::from_str::<Fields>(outer.event.data.get()) else { return Ok(None) };
+    let digested: Vec<(&str, FieldDigest)> = own
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str(), serde_json::from_str::<FieldDigest>(value.get()).ok()?)))
+        .collect();
+    if digested.is_empty() {
+        return Ok(None);
+    }
+    let Some(whole) = whole else {
+        return Err(format!("{} of its fields are digests, and the gateway served no data for them", digested.len()));
+    };
+    let Fields(full) = serde_json::from_str::<Fields>(whole).map_err(|e| format!("the data served apart: {e}"))?;
+    let names = |fields: &[(String, Box<RawValue>)]| fields.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    if names(&own) != names(&full) {
+        return Err(format!("the data served apart has the fields {:?}, the entry {:?}", names(&full), names(&own)));
+    }
+    for ((name, mine), (_, theirs)) in own.iter().zip(&full) {
+        match digested.iter().find(|(n, _)| n == name) {
+            Some((_, digest)) => {
+                let text = theirs.get();
+                let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+                if sha != digest.sha256 || text.len() != digest.bytes {
+                    return Err(format!("{name:?} served apart is not the one whose digest the entry holds"));
+                }
+            }
+            None if mine.get() != theirs.get() => {
+                return Err(format!("{name:?} served apart differs from the entry's"));
+            }
+            None => {}
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct Rebuilt<'a> {
+        seq: u64,
+        event: RebuiltEvent<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct RebuiltEvent<'a> {
+        #[serde(rename = "type")]
+        event_type: &'a str,
+        coop_id: &'a str,
+        timestamp: u64,
+        data: &'a RawValue,
+    }
+    let data: &RawValue = serde_json::from_str(whole).map_err(|e| format!("the data served apart: {e}"))?;
+    let event = RebuiltEvent {
+        event_type: outer.event.event_type,
+        coop_id: outer.event.coop_id,
+        timestamp: outer.event.timestamp,
+        data,
+    };
+    let rebuilt = serde_json::to_vec(&Rebuilt { seq: outer.seq, event }).map_err(|e| e.to_string())?;
+    Ok(Some((rebuilt, digested.len())))
+}
+
 impl Replay {
     pub(super) fn new(coop: &CoopId) -> Self {
         Self {

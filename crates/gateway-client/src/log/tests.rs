@@ -242,3 +242,48 @@ fn entries_out_of_order_or_inconsistent_are_named() {
     let first = replay(&[entry(0, "PaymentCreated", "{}")]).mismatches;
     assert_eq!(first, [Mismatch::Entry { index: 0, detail: "entry 0 is PaymentCreated, not LogOpened".into() }]);
 }
+
+/// A `LogOpened` entry whose `members` field is replaced by its digest, as the gateway writes
+/// one too large for an entry, and the data whole.
+fn digested_opened() -> (Vec<u8>, String) {
+    use sha2::Digest as _;
+    let members = r#"[{"did":"did:key:a","role":"admin","credit_limit":null},{"did":"did:key:b","role":"member","credit_limit":null}]"#;
+    let balances = r#"[{"account":"did:key:a","currency":"hours","balance":-2},{"account":"did:key:b","currency":"hours","balance":2}]"#;
+    let whole = format!(r#"{{"after_seq":4,"members":{members},"balances":{balances}}}"#);
+    let digest = format!(
+        r#"{{"sha256":"{}","bytes":{}}}"#,
+        hex::encode(sha2::Sha256::digest(members.as_bytes())),
+        members.len()
+    );
+    let entry = format!(
+        r#"{{"seq":4,"event":{{"type":"LogOpened","coop_id":"c1","timestamp":1,"data":{{"after_seq":4,"members":{digest},"balances":{balances}}}}}}}"#
+    );
+    (entry.into_bytes(), whole)
+}
+
+#[test]
+fn a_digested_log_opened_is_replayed_from_the_data_served_apart_once_it_matches() {
+    let (entry, whole) = digested_opened();
+    let (rebuilt, digested) = super::replay::with_whole_data(&entry, Some(&whole)).unwrap().unwrap();
+    assert_eq!(digested, 1);
+    let mut replay = Replay::new(&CoopId::parse("c1").unwrap());
+    replay.apply(0, &rebuilt);
+    assert!(replay.mismatches.is_empty(), "{:?}", replay.mismatches);
+    assert!(replay.accounts.contains("did:key:a") && replay.accounts.contains("did:key:b"));
+    assert_eq!(replay.balance("did:key:b", "hours"), Amount::from_units(2));
+
+    // Without the data, with another member list, with another balance: refused, naming why.
+    let refused = super::replay::with_whole_data(&entry, None).unwrap_err();
+    assert!(refused.contains("1 of its fields are digests"), "{refused}");
+    let other = whole.replace(r#""role":"member""#, r#""role":"admin""#);
+    let refused = super::replay::with_whole_data(&entry, Some(&other)).unwrap_err();
+    assert!(refused.contains("\"members\""), "{refused}");
+    let other = whole.replace(r#""balance":2"#, r#""balance":3"#);
+    let refused = super::replay::with_whole_data(&entry, Some(&other)).unwrap_err();
+    assert!(refused.contains("\"balances\""), "{refused}");
+    let refused = super::replay::with_whole_data(&entry, Some(r#"{"after_seq":4}"#)).unwrap_err();
+    assert!(refused.contains("fields"), "{refused}");
+    // An entry with its data whole needs nothing served apart.
+    let plain = br#"{"seq":0,"event":{"type":"LogOpened","coop_id":"c1","timestamp":1,"data":{"after_seq":0}}}"#;
+    assert_eq!(super::replay::with_whole_data(plain, None), Ok(None));
+}

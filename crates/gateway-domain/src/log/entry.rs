@@ -182,8 +182,19 @@ pub struct Snapshot<'a> {
     pub receipt_key: Option<&'a SigningKeyRecord>,
 }
 
+/// Entry 0 of a coop's log, and its data in full.
+#[derive(Debug)]
+pub struct OpenedEntry {
+    /// The entry.
+    pub entry: String,
+    /// The `LogOpened` data whole, when the entry holds digests of some of its fields instead
+    /// (a coop with hundreds of members or balances when its log began): the gateway keeps it
+    /// and serves it (`GET /log/opened`), and an auditor checks it against the digests.
+    pub data: Option<String>,
+}
+
 /// Entry 0 of a coop's log.
-pub fn opened_entry(snapshot: &Snapshot<'_>, timestamp: u64) -> Result<String, Error> {
+pub fn opened_entry(snapshot: &Snapshot<'_>, timestamp: u64) -> Result<OpenedEntry, Error> {
     let data = Opened {
         after_seq: snapshot.after_seq,
         members: snapshot
@@ -206,10 +217,13 @@ pub fn opened_entry(snapshot: &Snapshot<'_>, timestamp: u64) -> Result<String, E
             .map(|key| SnapshotKey { public_key: &key.public_key, generation: key.generation }),
     };
     let data = JsonText::of(&data).map_err(|e| Error::Internal(format!("LogOpened: {e}")))?;
-    entry_text(
-        snapshot.after_seq,
-        EventObject { event_type: LOG_OPENED, coop_id: snapshot.coop.id.as_str(), timestamp, data: &data },
-    )
+    let event = EventObject { event_type: LOG_OPENED, coop_id: snapshot.coop.id.as_str(), timestamp, data: &data };
+    let whole = serde_json::to_string(&Entry { seq: snapshot.after_seq, event })
+        .map_err(|e| Error::Internal(format!("log entry: {e}")))?;
+    if whole.len() <= MAX_ENTRY_BYTES {
+        return Ok(OpenedEntry { entry: whole, data: None });
+    }
+    Ok(OpenedEntry { entry: shrink(snapshot.after_seq, &event)?, data: Some(data.as_str().to_owned()) })
 }
 
 #[cfg(test)]

@@ -24,7 +24,9 @@ use gateway_tlog::proof::TlogProof;
 use gateway_tlog::tile::{TilePath, encode_entry_bundle, tile_at};
 use gateway_tlog::{Checkpoint, consistency_proof, inclusion_proof, leaf_hash, tree_root};
 
-pub use entry::{EventObject, FieldDigest, LOG_OPENED, MAX_ENTRY_BYTES, Snapshot, entry_text, opened_entry};
+pub use entry::{
+    EventObject, FieldDigest, LOG_OPENED, MAX_ENTRY_BYTES, OpenedEntry, Snapshot, entry_text, opened_entry,
+};
 use tiles::{Source, Tiles, integrity};
 
 use crate::governance::ReceiptKeys;
@@ -374,6 +376,35 @@ impl Log {
         self.reads.log_head(coop).await?.ok_or_else(|| Error::not_found("log", coop.as_str()))
     }
 
+    /// `LogOpened`'s data whole (JSON): kept apart when entry 0 holds digests of its largest
+    /// fields, else entry 0's own `data`. An auditor checks each digest against it and replays
+    /// the ledger from it. 404 when the coop has no log, or no signed checkpoint covers entry 0
+    /// yet (its entry is not published either).
+    pub async fn opened_data(&self, coop: &CoopId) -> Result<String, Error> {
+        let head = self.head(coop).await?;
+        if head.signed_size == 0 {
+            return Err(Error::not_found("checkpoint", coop.as_str()));
+        }
+        if let Some(data) = self.reads.log_opened_data(coop).await? {
+            return Ok(data);
+        }
+        let entries = self.reads.log_entries(coop, 0, 1).await?;
+        let entry = entries.first().ok_or_else(|| integrity(coop, "entry 0 is missing"))?;
+        #[derive(serde::Deserialize)]
+        struct Entry<'a> {
+            #[serde(borrow)]
+            event: Event<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Event<'a> {
+            #[serde(borrow)]
+            data: &'a serde_json::value::RawValue,
+        }
+        let entry: Entry<'_> =
+            serde_json::from_str(entry).map_err(|e| integrity(coop, &format!("entry 0 cannot be read: {e}")))?;
+        Ok(entry.event.data.get().to_owned())
+    }
+
     /// The verifier keys of the coop's log, current and retired, one signed-note `vkey` a line
     /// (the coop's receipt keys under the log's origin).
     pub async fn verifier_keys(&self, coop: &CoopId) -> Result<String, Error> {
@@ -616,13 +647,14 @@ pub async fn open_new<T: Tx + ?Sized>(tx: &mut T, coop: &crate::ports::CoopRecor
     start(tx, &coop.id, 0, entry).await
 }
 
-/// Writes a log's head and entry 0.
-async fn start<T: Tx + ?Sized>(tx: &mut T, coop: &CoopId, after_seq: u64, entry: String) -> Result<(), Error> {
+/// Writes a log's head and entry 0 (and `LogOpened`'s data whole, when the entry holds digests).
+async fn start<T: Tx + ?Sized>(tx: &mut T, coop: &CoopId, after_seq: u64, opened: OpenedEntry) -> Result<(), Error> {
     let mut tiles = Tiles::default();
-    tiles.append(0, leaf_hash(entry.as_bytes()));
-    tx.insert_log_entries(coop, 0, std::slice::from_ref(&entry)).await?;
+    tiles.append(0, leaf_hash(opened.entry.as_bytes()));
+    tx.insert_log_entries(coop, 0, std::slice::from_ref(&opened.entry)).await?;
     tiles.store(tx, coop).await?;
-    tx.insert_log(coop, &LogHead { after_seq, size: 1, signed_size: 0, checkpoint: None }).await
+    let head = LogHead { after_seq, size: 1, signed_size: 0, checkpoint: None };
+    tx.insert_log(coop, &head, opened.data.as_deref()).await
 }
 
 /// One checkpointing round of one coop, inside its unit of work.
@@ -748,7 +780,8 @@ mod tests {
         };
         let opened =
             opened_entry(&Snapshot { coop: &record, after_seq: 0, members: &[], balances: &[], receipt_key: None }, AT)
-                .unwrap();
+                .unwrap()
+                .entry;
         let member = |did: &str, role, seq| {
             let member = MemberRecord { did: Did::parse(did).unwrap(), role, joined_at: AT, credit_limit: None };
             let event = EventRecord {

@@ -38,8 +38,9 @@ pub trait LogTx: Send {
     async fn log_head(&mut self, coop: &CoopId, lock: bool) -> Result<Option<LogHead>, Error>;
     /// Whether the coop has a log (locked or not).
     async fn has_log(&mut self, coop: &CoopId) -> Result<bool, Error>;
-    /// Creates the coop's log head (its entries and tiles are written separately).
-    async fn insert_log(&mut self, coop: &CoopId, head: &LogHead) -> Result<(), Error>;
+    /// Creates the coop's log head (its entries and tiles are written separately), with
+    /// `LogOpened`'s data whole when entry 0 holds digests of its fields.
+    async fn insert_log(&mut self, coop: &CoopId, head: &LogHead, opened_data: Option<&str>) -> Result<(), Error>;
     /// Moves the coop's log head.
     async fn update_log(&mut self, coop: &CoopId, head: &LogHead) -> Result<(), Error>;
     /// Stores entries `first`, `first + 1`, … of the coop's log.
@@ -77,6 +78,8 @@ pub trait LogReads: Send + Sync + fmt::Debug {
     async fn log_head(&self, coop: &CoopId) -> Result<Option<LogHead>, Error>;
     /// Entries `first .. first + count` that exist, in order.
     async fn log_entries(&self, coop: &CoopId, first: u64, count: u64) -> Result<Vec<String>, Error>;
+    /// `LogOpened`'s data whole, kept when entry 0 holds digests of its fields.
+    async fn log_opened_data(&self, coop: &CoopId) -> Result<Option<String>, Error>;
     /// The stored bytes of hash tile `(level, index)`.
     async fn log_tile(&self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error>;
     /// Every coop that has a log.

@@ -96,6 +96,24 @@ pub async fn entries(
     Ok(tile_answer(bytes, full))
 }
 
+/// `LogOpened`'s data whole (members only, like the entries): when entry 0 of a coop's log holds
+/// digests (`{"sha256","bytes"}`) of its largest fields (a coop with hundreds of members when its
+/// log began), this is the JSON object they are the digests of, field for field (each field's
+/// exact text hashes to its digest); otherwise entry 0's own `data`.
+#[utoipa::path(get, path = "/v1/coops/{id}/log/opened", tag = "log", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Cooperative id")),
+    responses((status = 200, description = "`LogOpened`'s data (`application/json`)", content_type = "application/json", body = Object),
+              (status = 404, description = "No such cooperative, or no signed checkpoint covers entry 0 yet (`details.resource` = `checkpoint`)", body = crate::openapi::ErrorBody)))]
+pub async fn opened(State(state): State<AppState>, caller: CoopCaller<AnyToken>) -> ApiResult<Response> {
+    let data = state.log.opened_data(&caller.coop).await?;
+    let mut response = data.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Entry 0 never changes once signed.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=31536000, immutable"));
+    Ok(response)
+}
+
 /// `?seq=` and `?wait=` of a proof.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct ProofQuery {

@@ -291,3 +291,78 @@ async fn an_existing_coop_gets_a_log_that_opens_with_its_state() {
         assert_eq!(TlogProof::parse(&proof.bytes).unwrap().index(), 1);
     }
 }
+
+/// A coop with hundreds of members when its log begins: `LogOpened` would not fit in an entry
+/// (65,535 bytes), so the entry holds the SHA-256 and length of its `members` field, and
+/// `GET /log/opened` (members only) serves the data whole, whose `members` text has exactly that
+/// digest, so an auditor can check it and replay from it.
+#[tokio::test]
+async fn a_large_coops_snapshot_is_served_whole_and_matches_its_digest() {
+    use sha2::Digest as _;
+    for app in TestApp::every_store().await {
+        if app.backend == Backend::Memory {
+            continue;
+        }
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let (_, small) = app.coop_with_members("c2", 4, &[5]).await;
+        pay(&app, &tokens[0], 2, 3, 4.25, "before the log").await;
+        let series = if app.backend == Backend::Postgres {
+            "SELECT n FROM generate_series(1, 1500) AS n"
+        } else {
+            "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1500) SELECT n FROM s"
+        };
+        gateway_store::testing::tamper(
+            &app.spec,
+            &format!(
+                "DELETE FROM coop_logs WHERE coop_id = 'c1'; DELETE FROM log_entries WHERE coop_id = 'c1'; \
+                 DELETE FROM log_tiles WHERE coop_id = 'c1'; \
+                 INSERT INTO members (coop_id, did, role, joined_at, credit_limit) \
+                 SELECT 'c1', 'did:key:z6MkLargeCoopMember' || n, 'member', 1, NULL FROM ({series}) AS series;"
+            ),
+        )
+        .await;
+        assert_eq!(
+            app.state.log.checkpoint(&coop("c1")).await.unwrap(),
+            Round::Unsigned { size: 1, reason: "log_opened" }
+        );
+        let early = app.get("/v1/coops/c1/log/opened", &tokens[0]).await;
+        assert_eq!(early.status, StatusCode::NOT_FOUND, "not before a checkpoint signs entry 0: {}", early.body);
+        signed(&app, "c1").await;
+
+        let bundle = app.get("/v1/coops/c1/log/tile/entries/000.p/1", &tokens[0]).await;
+        let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+        assert!(entries[0].len() <= 65_535, "{}", entries[0].len());
+        let entry: Value = serde_json::from_slice(entries[0]).unwrap();
+        let digest = &entry["event"]["data"]["members"];
+        assert!(digest["sha256"].is_string(), "the members field is a digest");
+
+        let whole = app.get("/v1/coops/c1/log/opened", &tokens[0]).await;
+        assert_eq!(whole.status, StatusCode::OK, "{}", whole.body);
+        assert_eq!(whole.headers[axum::http::header::CONTENT_TYPE], "application/json");
+        let text = std::str::from_utf8(&whole.bytes).unwrap();
+        #[derive(serde::Deserialize)]
+        struct Members<'a> {
+            #[serde(borrow)]
+            members: &'a serde_json::value::RawValue,
+        }
+        let members: Members<'_> = serde_json::from_str(text).unwrap();
+        let field = members.members.get();
+        assert_eq!(digest["sha256"], hex::encode(sha2::Sha256::digest(field.as_bytes())), "{:?}", app.backend);
+        assert_eq!(digest["bytes"], field.len());
+        let data: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(data["members"].as_array().unwrap().len(), 1503);
+        assert_eq!(data["settings"], entry["event"]["data"]["settings"], "the other fields are the entry's");
+        assert_eq!(data["after_seq"], entry["seq"]);
+
+        // Members only, like the entries.
+        app.get("/v1/coops/c1/log/opened", &small[0]).await.assert_error(403, "AUTHORIZATION_FAILED");
+        // A small coop's log serves entry 0's own data.
+        signed(&app, "c2").await;
+        let own = app.get("/v1/coops/c2/log/opened", &small[0]).await;
+        assert_eq!(own.status, StatusCode::OK, "{}", own.body);
+        let bundle = app.get("/v1/coops/c2/log/tile/entries/000.p/1", &small[0]).await;
+        let entry: Value =
+            serde_json::from_slice(gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap()[0]).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&own.bytes).unwrap(), entry["event"]["data"]);
+    }
+}

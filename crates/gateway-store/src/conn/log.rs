@@ -57,15 +57,17 @@ impl LogTx for Conn<'_> {
         Ok(found.is_some())
     }
 
-    async fn insert_log(&mut self, coop: &CoopId, head: &LogHead) -> Result<(), Error> {
+    async fn insert_log(&mut self, coop: &CoopId, head: &LogHead, opened_data: Option<&str>) -> Result<(), Error> {
         self.execute(
-            "INSERT INTO coop_logs (coop_id, after_seq, size, signed_size, checkpoint) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO coop_logs (coop_id, after_seq, size, signed_size, checkpoint, opened_data) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
             args![
                 coop.as_str(),
                 to_i64(head.after_seq)?,
                 to_i64(head.size)?,
                 to_i64(head.signed_size)?,
-                head.checkpoint.as_deref()
+                head.checkpoint.as_deref(),
+                opened_data
             ],
         )
         .await?;
