@@ -66,6 +66,9 @@ impl WitnessTransport for HttpWitnesses {
             409 => gateway_tlog::witness::parse_conflict_size(&bytes)
                 .map(WitnessAnswer::Conflict)
                 .ok_or_else(|| Error::ServiceUnavailable(format!("witness {url}: 409 without a size"))),
+            422 => {
+                Ok(WitnessAnswer::Inconsistent(String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned()))
+            }
             other => Err(Error::ServiceUnavailable(format!(
                 "witness {url} answered {other}: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])

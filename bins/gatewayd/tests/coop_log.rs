@@ -114,10 +114,68 @@ async fn a_witnessed_checkpoint_proves_a_payment_offline() {
 
     // `gatewayd log fsck` on the same store: sound.
     let fsck = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
-        .args(["--store", &store, "--jwt-secret", support::SECRET, "log", "fsck"])
+        .args(["--store", &store, "log", "fsck"])
+        .env_remove("ICN_GATEWAY_JWT_SECRET")
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&fsck.stdout);
     assert!(fsck.status.success(), "{said}{}", String::from_utf8_lossy(&fsck.stderr));
     assert!(said.contains("bakery: ok"), "{said}");
+}
+
+/// A witness that holds another history of the log: it says (409) it cosigned a larger tree than
+/// this log has signed, or (422) that the log's consistency proof from the size it cosigned does
+/// not verify. Either is evidence of a fork or a rollback: the gateway counts an integrity
+/// failure of the coop's log (`icn_log_integrity_failures_total`, which the `ICNLogIntegrity`
+/// alert watches) instead of retrying it away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_holding_another_history_is_an_integrity_failure() {
+    for (status, body) in [(409u16, "1000000\n"), (422, "the consistency proof does not verify\n")] {
+        let dir = tempfile::tempdir().unwrap();
+        let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
+        let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap();
+        let answer = axum::Router::new().route(
+            "/add-checkpoint",
+            axum::routing::post(move || async move {
+                let status = axum::http::StatusCode::from_u16(status).unwrap();
+                (status, [(axum::http::header::CONTENT_TYPE, "text/x.tlog.size")], body)
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, answer).await });
+        let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+        let witness_flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
+        let flags = [
+            "--open-enrollment",
+            "true",
+            "--trust-default",
+            "0.9",
+            "--keystore",
+            keystore.to_str().unwrap(),
+            "--passphrase-file",
+            passphrase.to_str().unwrap(),
+            "--witness",
+            &witness_flag,
+        ];
+        let gateway = serve_in_process(&store, &flags).await;
+        // A coop of its own per answer: the metrics of in-process gateways are the process's.
+        let coop = format!("forked{status}");
+        let token = login(&gateway.api, 1, &coop, &["coop:read", "coop:write"]).await;
+        support::coop_with_member_two(&gateway.api, &token, &coop).await;
+        let series = format!("icn_log_integrity_failures_total{{coop=\"{coop}\"}}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, text) = request(&gateway.metrics, "GET", "/metrics", None, None).await;
+            let failures = text
+                .lines()
+                .find_map(|line| line.strip_prefix(series.as_str())?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if failures >= 1.0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "a {status} from the witness is not an integrity failure");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }

@@ -96,6 +96,9 @@ pub enum WitnessAnswer {
     Cosigned(Vec<u8>),
     /// 409 `text/x.tlog.size`: the size it last cosigned for this log.
     Conflict(u64),
+    /// 422: the consistency proof from the size it last cosigned does not verify against the
+    /// root it cosigned then (the body, as a message).
+    Inconsistent(String),
 }
 
 /// How checkpoints reach the witnesses (HTTP, in the server).
@@ -235,7 +238,7 @@ impl Log {
         for witness in &self.config.witnesses {
             let key = (coop.clone(), witness.name.clone());
             let mut old = self.witnessed.lock().map(|w| w.get(&key).copied().unwrap_or(0)).unwrap_or(0);
-            for _attempt in 0..2 {
+            for attempt in 0..2 {
                 let proof = if old == 0 || old > size {
                     Vec::new()
                 } else {
@@ -249,6 +252,26 @@ impl Log {
                 };
                 let body = gateway_tlog::witness::add_checkpoint_request(old, &proof, &note_text);
                 match transport.add_checkpoint(&witness.url, body).await {
+                    // A witness that cosigned a larger tree than this log has signed, or that
+                    // refuses the very size it asked for (its root there is another), or the
+                    // consistency proof from it: it saw another history of this log. Evidence of
+                    // a fork or a rollback, never retried away.
+                    Ok(WitnessAnswer::Conflict(theirs)) if theirs > size || (theirs == old && attempt > 0) => {
+                        self.witness_disagrees(
+                            coop,
+                            &witness.name,
+                            &format!("it cosigned size {theirs} of another history (this log signed {size})"),
+                        );
+                        break;
+                    }
+                    Ok(WitnessAnswer::Inconsistent(why)) => {
+                        self.witness_disagrees(
+                            coop,
+                            &witness.name,
+                            &format!("the log's consistency proof from size {old} to {size} does not verify: {why}"),
+                        );
+                        break;
+                    }
                     Ok(WitnessAnswer::Conflict(theirs)) => old = theirs,
                     Ok(WitnessAnswer::Cosigned(body)) => {
                         match cosignatures(&witness.vkey, note.text(), &body) {
@@ -288,6 +311,14 @@ impl Log {
         if let Err(err) = stored {
             tracing::warn!("storing a checkpoint's cosignatures: {err}");
         }
+    }
+
+    /// A witness holds evidence that this log's history is not the one it cosigned: counted as
+    /// an integrity failure of the coop's log (`icn_log_integrity_failures_total`, the
+    /// `ICNLogIntegrity` alert) and logged as an error.
+    fn witness_disagrees(&self, coop: &CoopId, witness: &str, why: &str) {
+        metrics::counter!("icn_log_integrity_failures_total", "coop" => coop.to_string()).increment(1);
+        tracing::error!(coop = %coop, witness = %witness, "log integrity: the witness disagrees with this log: {why}");
     }
 
     /// How many configured witnesses cosigned the stored checkpoint note `text`.
