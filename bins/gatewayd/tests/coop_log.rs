@@ -179,3 +179,61 @@ async fn a_witness_holding_another_history_is_an_integrity_failure() {
         }
     }
 }
+
+/// A witness that was down when a quiet coop's checkpoint was signed gets it again once it is
+/// back (every few seconds, `WITNESS_RETRY`), without waiting for the coop's next event: the
+/// published checkpoint gains its cosignature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_a_witness_missed_is_sent_again_once_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
+    let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+    let witness_flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
+    let flags = [
+        "--open-enrollment",
+        "true",
+        "--trust-default",
+        "0.9",
+        "--keystore",
+        keystore.to_str().unwrap(),
+        "--passphrase-file",
+        passphrase.to_str().unwrap(),
+        "--log-origin",
+        "gw.test",
+        "--witness",
+        &witness_flag,
+    ];
+    let gateway = serve_in_process(&store, &flags).await;
+    let token = login(&gateway.api, 1, "quiet", &["coop:read", "coop:write"]).await;
+    support::coop_with_member_two(&gateway.api, &token, "quiet").await;
+    // Signed while nothing listens on the witness's port; then the coop goes quiet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint within 5 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, signed) = request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
+    assert!(!signed.contains("— witness.test/w1 "), "{signed}");
+
+    let (status, keys) = request(&gateway.api, "GET", "/v1/coops/quiet/log/key", None, None).await;
+    assert_eq!(status, 200, "{keys}");
+    let mut logs = gateway_tlog::witness::KnownLogs::new();
+    logs.add_vkey("gw.test/coops/quiet", keys.lines().last().unwrap()).unwrap();
+    let witness = Arc::new(gatewayd::witness::Witness::open(cosigner, logs, dir.path().join("witness.state")).unwrap());
+    let listener = tokio::net::TcpListener::bind(port).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, gatewayd::witness::router(witness)).await });
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, note) = request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
+        if note.contains("— witness.test/w1 ") {
+            assert!(note.starts_with(signed.trim_end()), "the same checkpoint, cosigned: {note}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the missed checkpoint was not sent again: {note}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -38,6 +38,11 @@ const EVENTS_PER_ROUND: u32 = 4_096;
 /// How long a proof request with `wait=true` waits for a checkpoint covering its entry.
 pub const PROOF_WAIT: Duration = Duration::from_secs(5);
 
+/// How long after a witness did not answer its checkpoint is sent to it again, when no newer
+/// checkpoint of the coop went to it meanwhile (a quiet coop's latest checkpoint still gets its
+/// cosignatures once the witness is back).
+pub const WITNESS_RETRY: Duration = Duration::from_secs(5);
+
 /// The log's configuration.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -122,6 +127,9 @@ pub struct Log {
     witnessed: Arc<std::sync::Mutex<std::collections::HashMap<(CoopId, String), u64>>>,
     /// Coops whose checkpoint is with the witnesses now.
     witnessing: Arc<std::sync::Mutex<BTreeSet<CoopId>>>,
+    /// Coops whose latest checkpoint a witness did not answer (unreachable, or an error status):
+    /// the size, and when to send it again.
+    unanswered: Arc<std::sync::Mutex<std::collections::BTreeMap<CoopId, (u64, std::time::Instant)>>>,
 }
 
 /// What one checkpointing round did for a coop.
@@ -163,6 +171,7 @@ impl Log {
             transport: None,
             witnessed: Arc::default(),
             witnessing: Arc::default(),
+            unanswered: Arc::default(),
         }
     }
 
@@ -205,22 +214,9 @@ impl Log {
             failures.increment(1);
         }
         if let Ok(Round::Signed { size }) = &result
-            && let Some(transport) = &self.transport
-            && !self.config.witnesses.is_empty()
             && let Ok(coop) = CoopId::parse(&label)
         {
-            // In a task of its own, one at a time per coop: a slow witness delays no other
-            // coop's checkpoint (a round while one is in flight leaves its checkpoint to the next).
-            let first = self.witnessing.lock().map(|mut busy| busy.insert(coop.clone())).unwrap_or(false);
-            if first {
-                let (log, transport, size) = (self.clone(), transport.clone(), *size);
-                tokio::spawn(async move {
-                    log.witness(transport.as_ref(), &coop, size).await;
-                    if let Ok(mut busy) = log.witnessing.lock() {
-                        busy.remove(&coop);
-                    }
-                });
-            }
+            self.send_to_witnesses(coop, *size);
         }
         if result.is_ok() {
             failures.increment(0);
@@ -228,13 +224,54 @@ impl Log {
         result
     }
 
+    /// Sends the coop's checkpoint of `size` to the witnesses in a task of its own, one at a time
+    /// per coop: a slow witness delays no other coop's checkpoint (a round while one is in flight
+    /// leaves its checkpoint to the next, or to [`WITNESS_RETRY`]).
+    fn send_to_witnesses(&self, coop: CoopId, size: u64) {
+        let Some(transport) = self.transport.clone().filter(|_| !self.config.witnesses.is_empty()) else { return };
+        let first = self.witnessing.lock().map(|mut busy| busy.insert(coop.clone())).unwrap_or(false);
+        if first {
+            let log = self.clone();
+            tokio::spawn(async move {
+                let unanswered = log.witness(transport.as_ref(), &coop, size).await;
+                if let Ok(mut retries) = log.unanswered.lock() {
+                    if unanswered {
+                        retries.insert(coop.clone(), (size, std::time::Instant::now() + WITNESS_RETRY));
+                    } else if retries.get(&coop).is_some_and(|(pending, _)| *pending <= size) {
+                        retries.remove(&coop);
+                    }
+                }
+                if let Ok(mut busy) = log.witnessing.lock() {
+                    busy.remove(&coop);
+                }
+            });
+        }
+    }
+
+    /// Sends again the checkpoints a witness did not answer, once [`WITNESS_RETRY`] has passed.
+    fn retry_witnesses(&self) {
+        let now = std::time::Instant::now();
+        let due: Vec<(CoopId, u64)> = match self.unanswered.lock() {
+            Ok(retries) => {
+                retries.iter().filter(|(_, (_, at))| *at <= now).map(|(c, (s, _))| (c.clone(), *s)).collect()
+            }
+            Err(_) => return,
+        };
+        for (coop, size) in due {
+            self.send_to_witnesses(coop, size);
+        }
+    }
+
     /// Sends the checkpoint of `size` to every witness, with the consistency proof from the
-    /// size each last cosigned, and adds the cosignatures that verify to the published note.
-    async fn witness(&self, transport: &dyn WitnessTransport, coop: &CoopId, size: u64) {
-        let Ok(Some(head)) = self.reads.log_head(coop).await else { return };
-        let Some(note_text) = head.checkpoint.filter(|_| head.signed_size == size) else { return };
-        let Ok(mut note) = Note::parse(note_text.as_bytes()) else { return };
+    /// size each last cosigned, and adds the cosignatures that verify to the published note;
+    /// `true` when a witness did not answer (so that it is sent again).
+    async fn witness(&self, transport: &dyn WitnessTransport, coop: &CoopId, size: u64) -> bool {
+        let Ok(Some(head)) = self.reads.log_head(coop).await else { return true };
+        // A newer checkpoint went (or goes) to the witnesses: this one no longer needs them.
+        let Some(note_text) = head.checkpoint.filter(|_| head.signed_size == size) else { return false };
+        let Ok(mut note) = Note::parse(note_text.as_bytes()) else { return false };
         let mut added = 0;
+        let mut unanswered = false;
         for witness in &self.config.witnesses {
             let key = (coop.clone(), witness.name.clone());
             let mut old = self.witnessed.lock().map(|w| w.get(&key).copied().unwrap_or(0)).unwrap_or(0);
@@ -246,6 +283,7 @@ impl Log {
                         Ok(proof) => proof,
                         Err(err) => {
                             tracing::warn!(coop = %coop, witness = %witness.name, "no consistency proof from {old}: {err}");
+                            unanswered = true;
                             break;
                         }
                     }
@@ -293,13 +331,14 @@ impl Log {
                     }
                     Err(err) => {
                         tracing::warn!(coop = %coop, witness = %witness.name, "did not cosign checkpoint {size}: {err}");
+                        unanswered = true;
                         break;
                     }
                 }
             }
         }
         if added == 0 {
-            return;
+            return unanswered;
         }
         let cosigned = note.to_string();
         let coop = coop.clone();
@@ -310,7 +349,9 @@ impl Log {
         .await;
         if let Err(err) = stored {
             tracing::warn!("storing a checkpoint's cosignatures: {err}");
+            return true;
         }
+        unanswered
     }
 
     /// A witness holds evidence that this log's history is not the one it cosigned: counted as
@@ -354,10 +395,13 @@ impl Log {
         loop {
             let mut coops = BTreeSet::new();
             tokio::select! {
-                _ = sweep.tick() => match self.behind().await {
-                    Ok(behind) => coops.extend(behind),
-                    Err(err) => tracing::warn!("the log checkpointer could not list coops: {err}"),
-                },
+                _ = sweep.tick() => {
+                    self.retry_witnesses();
+                    match self.behind().await {
+                        Ok(behind) => coops.extend(behind),
+                        Err(err) => tracing::warn!("the log checkpointer could not list coops: {err}"),
+                    }
+                }
                 signal = signals.recv() => match signal {
                     Ok(signal) => { coops.insert(signal.coop_id); }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
