@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 fn test(extra: &[String]) -> ExitCode {
     let mut command = cargo();
     command.args(["test", "--workspace", "--locked"]).args(extra);
-    let mut services = Vec::new();
+    let mut urls = Vec::new();
     for (var, default) in
         [("GATEWAY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL), ("GATEWAY_TEST_REDIS_URL", DEFAULT_REDIS_URL)]
     {
@@ -50,15 +50,28 @@ fn test(extra: &[String]) -> ExitCode {
             command.env(var, default);
         }
         let value = env::var(var).unwrap_or_else(|_| default.to_owned());
-        services.push(format!("{var}={value}"));
+        urls.push(format!("{var}={}", without_password(&value)));
     }
-    // Said at once: the first run spends minutes building before the first test line appears.
+    // Said at once, before cargo's first line: a first run builds for minutes before any test runs.
+    let extra = extra.iter().map(|arg| format!(" {arg}")).collect::<String>();
     eprintln!(
-        "xtask test: cargo test --workspace --locked {} with {}: building the workspace's tests first (minutes on a first run), then running them",
-        extra.join(" "),
-        services.join(", ")
+        "xtask test: building the workspace's tests (several minutes on a first run), then running them: \
+         the storage tests on memory, SQLite and PostgreSQL ({}), the Redis and cluster tests on Redis ({}); \
+         cargo test --workspace --locked{extra}",
+        urls[0], urls[1]
     );
     run(&mut command)
+}
+
+/// `url` with the password of its `user:password@` part, if any, shown as `***`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else { return url.to_owned() };
+    match authority[..at].split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
 }
 
 pub(crate) fn cargo() -> Command {
@@ -76,5 +89,24 @@ fn run(command: &mut Command) -> ExitCode {
             eprintln!("xtask: could not run {command:?}: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_password;
+
+    #[test]
+    fn a_test_url_is_shown_without_its_password() {
+        assert_eq!(
+            without_password("postgres://postgres:test-only@127.0.0.1:5432/test"),
+            "postgres://postgres:***@127.0.0.1:5432/test"
+        );
+        assert_eq!(
+            without_password("postgres://postgres@127.0.0.1:5432/test"),
+            "postgres://postgres@127.0.0.1:5432/test"
+        );
+        assert_eq!(without_password("redis://:secret@127.0.0.1:6379/0"), "redis://:***@127.0.0.1:6379/0");
+        assert_eq!(without_password("redis+unix:///run/redis.sock"), "redis+unix:///run/redis.sock");
     }
 }

@@ -237,3 +237,73 @@ async fn a_checkpoint_a_witness_missed_is_sent_again_once_it_is_back() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A log keeps the origin its first checkpoint was signed under: restarted with another
+/// `--log-origin`, the gateway signs the coop's next checkpoints and publishes its keys under the
+/// old origin, so members' saved checkpoints and policies still hold; a new coop's log gets the
+/// new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_keeps_its_origin_when_the_configured_one_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
+    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+    let flags = |origin: &'static str| {
+        vec![
+            "--open-enrollment".to_owned(),
+            "true".into(),
+            "--trust-default".into(),
+            "0.9".into(),
+            "--keystore".into(),
+            keystore.to_str().unwrap().to_owned(),
+            "--passphrase-file".into(),
+            passphrase.to_str().unwrap().to_owned(),
+            "--log-origin".into(),
+            origin.into(),
+        ]
+    };
+    let checkpoint_of = |api: String, coop: &'static str, at_least: u64| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let (status, note) = request(&api, "GET", &format!("/v1/coops/{coop}/log/checkpoint"), None, None).await;
+            let size = note.lines().nth(1).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            if status == 200 && size >= at_least {
+                return (note.lines().next().unwrap().to_owned(), size);
+            }
+            assert!(std::time::Instant::now() < deadline, "no checkpoint of {coop} of size {at_least} within 5 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let first = flags("gw.old");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let gateway = serve_in_process(&store, &first).await;
+    let token = login(&gateway.api, 1, "kept", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
+    support::coop_with_member_two(&gateway.api, &token, "kept").await;
+    let (origin, size) = checkpoint_of(gateway.api.clone(), "kept", 1).await;
+    assert_eq!(origin, "gw.old/coops/kept");
+    drop(gateway);
+
+    let second = flags("gw.new");
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    let gateway = serve_in_process(&store, &second).await;
+    let token = login(&gateway.api, 1, "kept", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
+    let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 1, "memo": "after the move" });
+    let (status, body) = request(&gateway.api, "POST", "/v1/ledger/kept/payment", Some(pay), Some(&token)).await;
+    assert_eq!(status, 201, "{body}");
+    let (origin, grown) = checkpoint_of(gateway.api.clone(), "kept", size + 1).await;
+    assert_eq!(origin, "gw.old/coops/kept", "the next checkpoint keeps the log's origin");
+    assert!(grown > size);
+    let (_, keys) = request(&gateway.api, "GET", "/v1/coops/kept/log/key", None, None).await;
+    assert!(keys.lines().all(|k| k.starts_with("gw.old/coops/kept+")), "{keys}");
+    // A coop created now gets the configured origin.
+    let token = login(&gateway.api, 3, "fresh", &["coop:read", "coop:write"]).await;
+    let (status, body) = request(
+        &gateway.api,
+        "POST",
+        "/v1/coops",
+        Some(json!({ "id": "fresh", "name": "Fresh", "coop_type": "worker" })),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(checkpoint_of(gateway.api.clone(), "fresh", 1).await.0, "gw.new/coops/fresh");
+}

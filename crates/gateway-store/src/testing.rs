@@ -20,20 +20,23 @@ pub async fn fresh_postgres_schema(prefix: &str) -> Option<String> {
         return None;
     };
     let schema = format!("{prefix}_{}", gateway_domain::events::new_id());
-    let pool = sqlx::PgPool::connect(&url)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "{POSTGRES_VAR} is set but PostgreSQL is unreachable at {url}: {e}\n\
-                 Is the server running, and does the database exist? On a stock machine: \
-                 `createdb -h 127.0.0.1 -U postgres test` (or `psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`); \
-                 or unset {POSTGRES_VAR} to skip the PostgreSQL runs"
-            )
-        });
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&pool)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create schema {schema}: {e}"));
+    let pool = sqlx::PgPool::connect(&url).await.unwrap_or_else(|e| {
+        panic!(
+            "{POSTGRES_VAR} is set but PostgreSQL cannot be used at {}: {e}\n\
+                 Is the server running, does the database exist, and may the URL's role log in over TCP? \
+                 Create the database once: `createdb -h 127.0.0.1 -U postgres test` \
+                 (or `psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`); on Debian and Ubuntu \
+                 `sudo -u postgres createdb test`, and give the role a password and put it in the URL \
+                 (README, \"The two commands\"). Or unset {POSTGRES_VAR} to skip the PostgreSQL runs",
+            crate::redact_url(&url)
+        )
+    });
+    sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool).await.unwrap_or_else(|e| {
+        panic!(
+            "cannot create schema {schema}: {e}\nThe role of {POSTGRES_VAR} must be allowed to create schemas \
+                 in its database: its owner (`createdb -O <role> test`), or `GRANT CREATE ON DATABASE test TO <role>`"
+        )
+    });
     pool.close().await;
     let separator = if url.contains('?') { '&' } else { '?' };
     Some(format!("{url}{separator}options=-c%20search_path%3D{schema}"))

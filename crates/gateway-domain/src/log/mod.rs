@@ -186,9 +186,18 @@ impl Log {
         self.reads.clone()
     }
 
-    /// The origin (and signed-note key name) of a coop's log.
+    /// The origin (and signed-note key name) a coop's new log gets: `<--log-origin>/coops/<id>`.
     pub fn origin(&self, coop: &CoopId) -> String {
         origin_of(&self.config.origin, coop)
+    }
+
+    /// The origin of a coop's log: the one its checkpoints are signed under (a log keeps the
+    /// origin of its first checkpoint when `--log-origin` changes), else [`Log::origin`].
+    pub async fn kept_origin(&self, coop: &CoopId) -> Result<String, Error> {
+        match self.reads.log_head(coop).await?.and_then(|head| head.checkpoint) {
+            Some(note) => Ok(signed_checkpoint(coop, &note)?.origin().to_owned()),
+            None => Ok(self.origin(coop)),
+        }
     }
 
     /// Copies a coop's new events into its log and signs a checkpoint of the result (opening
@@ -483,7 +492,7 @@ impl Log {
     /// The verifier keys of the coop's log, current and retired, one signed-note `vkey` a line
     /// (the coop's receipt keys under the log's origin).
     pub async fn verifier_keys(&self, coop: &CoopId) -> Result<String, Error> {
-        let origin = self.origin(coop);
+        let origin = self.kept_origin(coop).await?;
         let mut text = String::new();
         for key in self.gov.signing_keys(coop).await? {
             if key.coop_id.as_ref() != Some(coop) {
@@ -763,9 +772,16 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
     };
     let mut tiles = Tiles::default();
     tiles.load_edge(tx, coop, head.size).await?;
-    // The stored tiles must still give the root the last checkpoint signed.
+    // The stored tiles must still give the root the last checkpoint signed. A log keeps the
+    // origin its first checkpoint was signed under, whatever `--log-origin` says now: members'
+    // saved checkpoints and policies name it.
+    let mut origin = origin.to_owned();
     if let Some(checkpoint) = &head.checkpoint {
         let signed = signed_checkpoint(coop, checkpoint)?;
+        if signed.origin() != origin {
+            tracing::debug!(coop = %coop, "the log keeps its origin {}, not {origin}", signed.origin());
+            origin = signed.origin().to_owned();
+        }
         let root = tiles
             .with(coop, &mut Source::Tx(&mut *tx), signed.size(), |reader| tree_root(signed.size(), reader))
             .await?;
@@ -806,9 +822,9 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
             return Ok(Round::Unsigned { size, reason });
         }
     };
-    let body = Checkpoint::new(origin, size, root).map_err(|e| Error::Internal(format!("checkpoint: {e}")))?.to_text();
-    let key_id = gateway_tlog::note::key_id(origin, SIG_TYPE_ED25519, &signer.public_key());
-    let signature = Signature::new(origin, key_id, signer.sign(body.as_bytes()).to_vec())
+    let body = Checkpoint::new(&origin, size, root).map_err(|e| Error::Internal(format!("checkpoint: {e}")))?.to_text();
+    let key_id = gateway_tlog::note::key_id(&origin, SIG_TYPE_ED25519, &signer.public_key());
+    let signature = Signature::new(&origin, key_id, signer.sign(body.as_bytes()).to_vec())
         .map_err(|e| Error::Internal(format!("checkpoint signature: {e}")))?;
     let mut note = Note::new(body).map_err(|e| Error::Internal(format!("checkpoint note: {e}")))?;
     note.add_signature(signature).map_err(|e| Error::Internal(format!("checkpoint note: {e}")))?;
