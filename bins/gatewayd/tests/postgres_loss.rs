@@ -258,6 +258,22 @@ async fn a_frozen_postgresql_answers_503_by_the_deadline_and_then_at_once() {
     let (status, body) = json_request(&gateway.api, "GET", "/v1/ledger/frozen/history", None, Some(&token)).await;
     assert_eq!(status, 200, "the lock gone, the same read is served: {body}");
 
+    // A probe held up behind a lock on its row is not an unreachable database: reads that do
+    // not need the lock are still served (and not answered 503 at once).
+    let mut prober = pg_command("psql")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", "postgres", "-d", "postgres"])
+        .args(["-c", "BEGIN; UPDATE write_probe SET probed_at = 0 WHERE id = 1; SELECT pg_sleep(6); COMMIT;"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(5) {
+        let (status, body) = json_request(&gateway.api, "GET", "/v1/ledger/frozen/history", None, Some(&token)).await;
+        assert_eq!(status, 200, "a read while only the probe's row is locked: {body}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(prober.wait().unwrap().success(), "the probe row's locker");
+
     signal_server(&server, "STOP");
     let frozen = Instant::now();
     let member = json!({ "did": support::signing_key(2).1 });

@@ -512,6 +512,10 @@ impl Transactor for Store {
 /// How long the write probe may take before the store counts as stalled.
 const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 
+/// How long a new connection to PostgreSQL may take to answer `SELECT 1` before the database
+/// counts as out of reach ([`Store::answers`]).
+const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
+
 /// How long a request waits for PostgreSQL: for a read, for a unit of work's statements, and
 /// for the confirmation of its commit, each. A frozen server (a stopped process, a network that
 /// drops packets without resetting connections) never answers: past this the request is
@@ -538,12 +542,10 @@ impl StoreHealth for Store {
             Ok(answer) => answer.map(|_| ()),
             Err(_) => Err(health::stalled("a read", PROBE_DEADLINE)),
         };
-        let answer = answer.map_err(|e| match e {
+        answer.map_err(|e| match e {
             e if health::is_unreachable(&e) => e,
             e => Error::ServiceUnavailable(format!("{}: {e}", health::UNREACHABLE)),
-        });
-        self.reach.observe(&answer);
-        answer
+        })
     }
 
     fn writable(&self) -> Result<(), Error> {
@@ -559,8 +561,37 @@ impl StoreHealth for Store {
                 Err(health::stalled("a commit", PROBE_DEADLINE))
             }
         };
-        self.reach.observe(&result);
+        // A probe that could not get a connection or an answer in time may have waited behind a
+        // lock or a busy pool: only a new connection that gets no answer either says the
+        // database is out of reach.
+        let reach = match &result {
+            Err(err) if health::is_unreachable(err) => self.answers().await,
+            _ => Ok(()),
+        };
+        self.reach.observe(&reach);
         result
+    }
+}
+
+impl Store {
+    /// Whether PostgreSQL answers at all, on a connection of its own rather than the pool's
+    /// (which a lock or a saturated pool can hold up while the server is well): `SELECT 1`
+    /// within [`ANSWER_DEADLINE`]. A refusal from the server (too many clients, a database that
+    /// does not exist) is an answer. Always `Ok` for SQLite.
+    async fn answers(&self) -> Result<(), Error> {
+        let Backend::Postgres(pool) = &self.backend else { return Ok(()) };
+        let options = pool.connect_options();
+        let check = async {
+            let mut connection = sqlx::PgConnection::connect_with(&options).await?;
+            sqlx::query("SELECT 1").execute(&mut connection).await?;
+            let _ = connection.close().await;
+            Ok::<(), sqlx::Error>(())
+        };
+        match tokio::time::timeout(ANSWER_DEADLINE, check).await {
+            Ok(Ok(()) | Err(sqlx::Error::Database(_))) => Ok(()),
+            Ok(Err(err)) => Err(Error::ServiceUnavailable(format!("{}: {err}", health::UNREACHABLE))),
+            Err(_) => Err(health::stalled("a new connection's first query", ANSWER_DEADLINE)),
+        }
     }
 }
 

@@ -231,22 +231,18 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 /// events to is announced with its counter as read then (every number up to it is committed):
 /// at once to this replica's own feed, and by the commit's `pg_notify` to every replica's.
 ///
-/// The work and the commit each have [`crate::POSTGRES_DEADLINE`]: a frozen server gets the
-/// request a 503, never an endless wait. Past the work's deadline nothing was committed (the
-/// transaction is dropped, and the server rolls it back); past the commit's, the outcome is
-/// unknown, and the 503 says so (a retry with the same `Idempotency-Key` gets the stored answer
-/// if it did commit).
+/// The work and its commit have [`crate::POSTGRES_DEADLINE`] together: a frozen server gets
+/// the request a 503, never an endless wait. Before the commit was sent nothing was committed
+/// (the server rolls the transaction back); past it, the outcome is unknown (a retry with the
+/// same `Idempotency-Key` gets the stored answer if it did commit). Either way the connection is
+/// closed rather than returned to the pool, where its statement could still hold it.
 pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
     let deadline = crate::POSTGRES_DEADLINE;
-    let unanswered = |what: &str| {
-        Error::ServiceUnavailable(format!(
-            "{}: PostgreSQL did not answer {what} within {deadline:?}",
-            health::UNREACHABLE
-        ))
-    };
-    let mut conn = pool.acquire().await.map_err(db_error)?;
+    let committing = std::sync::atomic::AtomicBool::new(false);
+    let conn = CloseUnlessDone { conn: Some(pool.acquire().await.map_err(db_error)?) };
     let work = async {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(db_error)?;
+        let mut conn = conn;
+        let mut tx = sqlx::Connection::begin(&mut **conn.get()).await.map_err(db_error)?;
         let result = {
             let mut handle = Conn::new(Db::Postgres(&mut tx));
             let outcome = match task {
@@ -259,48 +255,91 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
                 Err(err) => Err(err),
             }
         };
-        Ok::<_, Error>((tx, result))
-    };
-    let (tx, result) = tokio::time::timeout(deadline, work)
-        .await
-        .unwrap_or_else(|_| Err(unanswered("a unit of work's statements (nothing was committed)")))?;
-    match result {
-        Ok(coops) => {
-            tokio::time::timeout(deadline, tx.commit())
-                .await
-                .map_err(|_| {
-                    unanswered(
-                        "the commit (the change may or may not be recorded: retry with the same Idempotency-Key)",
-                    )
-                })?
-                .map_err(db_error)?;
-            // The number the commit gave the last event, left on this connection by the
-            // numbering trigger (migration 0016).
-            let last = if coops.is_empty() {
-                None
-            } else {
-                let setting: Option<String> = Conn::new(Db::Postgres(&mut conn))
-                    .fetch_one("SELECT current_setting('icn.event_seq', true)", &[])
-                    .await
-                    .ok()
-                    .flatten();
-                setting.and_then(|s| s.split_once('\t').and_then(|(_, seq)| seq.parse().ok()))
-            };
-            for coop in coops {
-                match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
-                    Ok(seq) => {
-                        let _ = feed.send(CoopSignal { coop_id: coop, seq });
-                    }
-                    // Committed all the same: the replica's listener relays the commit's own
-                    // notification, and the outbox is read by number whatever the signal.
-                    Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
-                }
+        match result {
+            Ok(coops) => {
+                committing.store(true, std::sync::atomic::Ordering::Relaxed);
+                tx.commit().await.map_err(db_error)?;
+                Ok((conn.done(), coops))
             }
-            Ok(last)
+            Err(err) => {
+                let _ = tx.rollback().await;
+                drop(conn.done());
+                Err(err)
+            }
         }
-        Err(err) => {
-            let _ = tokio::time::timeout(deadline, tx.rollback()).await;
-            Err(err)
+    };
+    let (mut conn, coops) = match tokio::time::timeout(deadline, work).await {
+        Ok(done) => done?,
+        Err(_) => {
+            let what = if committing.load(std::sync::atomic::Ordering::Relaxed) {
+                "the commit (the change may or may not be recorded: retry with the same Idempotency-Key)"
+            } else {
+                "a unit of work's statements (nothing was committed)"
+            };
+            return Err(Error::ServiceUnavailable(format!(
+                "{}: PostgreSQL did not answer {what} within {deadline:?}",
+                health::UNREACHABLE
+            )));
+        }
+    };
+    // Committed. The number the commit gave the last event, left on this connection by the
+    // numbering trigger (migration 0016), and each coop's counter for this replica's feed:
+    // best effort, within the deadline too.
+    let announce = async {
+        let last = if coops.is_empty() {
+            None
+        } else {
+            let setting: Option<String> = Conn::new(Db::Postgres(&mut conn))
+                .fetch_one("SELECT current_setting('icn.event_seq', true)", &[])
+                .await
+                .ok()
+                .flatten();
+            setting.and_then(|s| s.split_once('\t').and_then(|(_, seq)| seq.parse().ok()))
+        };
+        for coop in coops {
+            match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
+                Ok(seq) => {
+                    let _ = feed.send(CoopSignal { coop_id: coop, seq });
+                }
+                // Committed all the same: the replica's listener relays the commit's own
+                // notification, and the outbox is read by number whatever the signal.
+                Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
+            }
+        }
+        last
+    };
+    match tokio::time::timeout(deadline, announce).await {
+        Ok(last) => Ok(last),
+        Err(_) => {
+            conn.close_on_drop();
+            tracing::warn!("no answer to the reads after a commit within {deadline:?}: the commit stands");
+            Ok(None)
+        }
+    }
+}
+
+/// A pooled connection that is closed, not returned to the pool, when it is dropped before
+/// [`CloseUnlessDone::done`]: a unit of work cut off by its deadline may have left a statement
+/// running or a transaction open on it.
+struct CloseUnlessDone {
+    conn: Option<sqlx::pool::PoolConnection<sqlx::Postgres>>,
+}
+
+impl CloseUnlessDone {
+    fn get(&mut self) -> &mut sqlx::pool::PoolConnection<sqlx::Postgres> {
+        self.conn.as_mut().expect("taken only by done")
+    }
+
+    /// The connection, to be returned to the pool as usual.
+    fn done(mut self) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+        self.conn.take().expect("taken once")
+    }
+}
+
+impl Drop for CloseUnlessDone {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.close_on_drop();
         }
     }
 }

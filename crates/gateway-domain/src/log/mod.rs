@@ -486,7 +486,21 @@ impl Log {
         }
         let entry: Entry<'_> =
             serde_json::from_str(entry).map_err(|e| integrity(coop, &format!("entry 0 cannot be read: {e}")))?;
-        Ok(entry.event.data.get().to_owned())
+        let data = entry.event.data.get();
+        // An entry 0 that holds digests, of a log opened before its data was kept apart: the data
+        // whole is gone, and its digests are not it.
+        let is_digest = |value: &serde_json::value::RawValue| {
+            matches!(serde_json::from_str::<serde_json::Value>(value.get()), Ok(serde_json::Value::Object(map))
+                if map.len() == 2
+                    && map.get("sha256").is_some_and(serde_json::Value::is_string)
+                    && map.get("bytes").is_some_and(serde_json::Value::is_u64))
+        };
+        let fields: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+            serde_json::from_str(data).map_err(|e| integrity(coop, &format!("entry 0's data: {e}")))?;
+        if fields.values().any(|value| is_digest(value)) {
+            return Err(Error::not_found("opened_data", coop.as_str()));
+        }
+        Ok(data.to_owned())
     }
 
     /// The verifier keys of the coop's log, current and retired, one signed-note `vkey` a line

@@ -103,14 +103,12 @@ pub async fn entries(
 #[utoipa::path(get, path = "/v1/coops/{id}/log/opened", tag = "log", security(("bearer" = [])),
     params(("id" = String, Path, description = "Cooperative id")),
     responses((status = 200, description = "`LogOpened`'s data (`application/json`)", content_type = "application/json", body = Object),
-              (status = 404, description = "No such cooperative, or no signed checkpoint covers entry 0 yet (`details.resource` = `checkpoint`)", body = crate::openapi::ErrorBody)))]
+              (status = 404, description = "No such cooperative, no signed checkpoint covers entry 0 yet (`details.resource` = `checkpoint`), \
+or entry 0 holds digests of a log begun before the gateway kept the data whole (`opened_data`)", body = crate::openapi::ErrorBody)))]
 pub async fn opened(State(state): State<AppState>, caller: CoopCaller<AnyToken>) -> ApiResult<Response> {
     let data = state.log.opened_data(&caller.coop).await?;
     let mut response = data.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    // Entry 0 never changes once signed.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=31536000, immutable"));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(response)
 }
 
