@@ -23,10 +23,18 @@ use gatewayd::config::{
 /// whatever `RUST_BACKTRACE` says) and the exit status is 1.
 fn main() -> std::process::ExitCode {
     let matches = command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
+    // The witness's `--listen` shares its name with the gateway's global one, whose
+    // `ICN_GATEWAY_LISTEN` clap would hand down to it: only the witness's own flag counts.
+    if let Some(Command::Witness { serve: Some(args), .. }) = &mut cli.command
+        && let Some(("witness", sub)) = matches.subcommand()
+        && sub.value_source("listen") != Some(clap::parser::ValueSource::CommandLine)
+    {
+        args.listen = gatewayd::witness::DEFAULT_LISTEN.parse().expect("the default address parses");
+    }
     match refuse_unused_settings(&matches).and_then(|()| run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

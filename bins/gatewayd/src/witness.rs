@@ -52,9 +52,9 @@ pub struct WitnessArgs {
     /// (64 hex digits are read too). Created, with a fresh random seed and mode 0600, if missing.
     #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
-    /// Where to listen for `POST /add-checkpoint`. Its own setting, not the gateway's `--listen`
-    /// (nor `ICN_GATEWAY_LISTEN`, which a host set up for the gateway may have).
-    #[arg(id = "witness_listen", long = "listen", value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    /// Where to listen for `POST /add-checkpoint`. Its own setting: the gateway's
+    /// `ICN_GATEWAY_LISTEN`, which a host set up for the gateway may have, does not apply.
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// The state file: the latest checkpoint cosigned for each log. Created if missing; never
     /// delete or roll it back (the witness would then cosign a rollback).
