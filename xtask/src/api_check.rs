@@ -1,6 +1,7 @@
 //! `cargo xtask api-check`: the OpenAPI document checked against the gateway's real answers.
 //!
-//! Builds and starts a debug `gatewayd` on the in-memory store, logs in through challenge and
+//! Builds and starts a debug `gatewayd` on the in-memory store with a keystore (so the coop's log
+//! is signed, as in production), logs in through challenge and
 //! verify with a real Ed25519 key (every scope), prepares a coop with a second member, and runs
 //! schemathesis against `/api-docs/openapi.json` with that token and the checks
 //! `not_a_server_error`, `response_schema_conformance`, `status_code_conformance` and
@@ -53,8 +54,58 @@ fn schemathesis() -> PathBuf {
 }
 
 fn run(max_examples: &str, seed: &str) -> Result<(), String> {
-    let flags = ["--store", "memory", "--open-enrollment", "true", "--trust-default", "0.9"];
-    let server = Server::start_debug(&flags, SECRET)?;
+    // With a keystore, as in production: the coop's log is signed, so the log routes answer
+    // with real checkpoints and proofs (without one, a proof that waits gets its documented 503).
+    let dir = std::env::temp_dir().join(format!("icn-api-check-{}", std::process::id()));
+    let result = with_keystore(&dir).and_then(|(binary, keystore, passphrase)| {
+        let flags = [
+            "--store",
+            "memory",
+            "--open-enrollment",
+            "true",
+            "--trust-default",
+            "0.9",
+            "--keystore",
+            &keystore,
+            "--passphrase-file",
+            &passphrase,
+        ];
+        check(Server::start(&binary, &flags, SECRET)?, max_examples, seed)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Builds the debug `gatewayd` and makes a keystore in `dir`: the binary, the keystore's path and
+/// its passphrase file's.
+fn with_keystore(dir: &std::path::Path) -> Result<(PathBuf, String, String), String> {
+    let status = crate::cargo()
+        .args(["build", "--locked", "-p", "gatewayd"])
+        .status()
+        .map_err(|e| format!("building gatewayd: {e}"))?;
+    if !status.success() {
+        return Err("building gatewayd failed".into());
+    }
+    let binary = workspace().join("target/debug/gatewayd");
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (keystore, passphrase) = (dir.join("keystore.json"), dir.join("passphrase"));
+    std::fs::write(&passphrase, "api-check keystore passphrase\n").map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&keystore);
+    let made = Command::new(&binary)
+        .args(["keystore", "init", "--keystore"])
+        .arg(&keystore)
+        .arg("--passphrase-file")
+        .arg(&passphrase)
+        .env_remove("ICN_PASSPHRASE")
+        .output()
+        .map_err(|e| format!("gatewayd keystore init: {e}"))?;
+    if !made.status.success() {
+        return Err(format!("gatewayd keystore init: {}", String::from_utf8_lossy(&made.stderr)));
+    }
+    Ok((binary, keystore.display().to_string(), passphrase.display().to_string()))
+}
+
+fn check(server: Server, max_examples: &str, seed: &str) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let token = runtime.block_on(prepare(&server.addr))?;
     let schema = format!("http://{}/api-docs/openapi.json", server.addr);

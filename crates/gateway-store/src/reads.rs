@@ -537,6 +537,11 @@ impl LogReads for Store {
         self.reader().await?.conn().log_tile(coop, level, index).await
     }
 
+    async fn last_event_seq(&self, coop: &CoopId) -> Result<u64, Error> {
+        let seq: Option<i64> = self.read_optional(crate::conn::events::COUNTER_SQL, args![coop.as_str()]).await?;
+        Ok(seq.map_or(0, to_u64))
+    }
+
     async fn log_opened_data(&self, coop: &CoopId) -> Result<Option<String>, Error> {
         let row: Option<(Option<String>,)> =
             self.read_optional("SELECT opened_data FROM coop_logs WHERE coop_id = $1", args![coop.as_str()]).await?;

@@ -576,6 +576,7 @@ impl Log {
     /// with `wait`, waits up to [`PROOF_WAIT`] for a checkpoint that covers it (else 503).
     pub async fn proof(&self, coop: &CoopId, seq: u64, wait: bool) -> Result<String, Error> {
         let deadline = tokio::time::Instant::now() + PROOF_WAIT;
+        let mut checked = false;
         loop {
             let head = self.head(coop).await?;
             let index = index_of(&head, seq)?;
@@ -595,6 +596,13 @@ impl Log {
                     .await?;
                 let proof = TlogProof::new(index, hashes, note).map_err(|e| Error::Internal(format!("proof: {e}")))?;
                 return Ok(proof.to_text());
+            }
+            // An event the coop has not committed: waiting would not make it (asked once).
+            if wait && !checked && index >= head.size {
+                checked = true;
+                if seq > self.reads.last_event_seq(coop).await? {
+                    return Err(Error::not_found("event", format!("{seq}: the coop has no such event")));
+                }
             }
             if !wait || tokio::time::Instant::now() >= deadline {
                 return Err(if wait {

@@ -78,6 +78,8 @@ pub trait LogReads: Send + Sync + fmt::Debug {
     async fn log_head(&self, coop: &CoopId) -> Result<Option<LogHead>, Error>;
     /// Entries `first .. first + count` that exist, in order.
     async fn log_entries(&self, coop: &CoopId, first: u64, count: u64) -> Result<Vec<String>, Error>;
+    /// The number of the coop's last committed event (0 before any).
+    async fn last_event_seq(&self, coop: &CoopId) -> Result<u64, Error>;
     /// `LogOpened`'s data whole, kept when entry 0 holds digests of its fields.
     async fn log_opened_data(&self, coop: &CoopId) -> Result<Option<String>, Error>;
     /// The stored bytes of hash tile `(level, index)`.

@@ -217,6 +217,11 @@ async fn a_proof_can_wait_for_its_checkpoint() {
     let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={seq}&wait=true"), &tokens[1]).await;
     assert_eq!(proof.status, StatusCode::OK, "{}", text(&proof));
     assert!(matches!(signer.await.unwrap(), Round::Signed { .. }));
+    // An event the coop never committed: 404 at once, not a 503 after the wait.
+    let asked = std::time::Instant::now();
+    let missing = app.get(&format!("/v1/coops/c1/log/proof?seq={}&wait=true", seq + 1000), &tokens[1]).await;
+    missing.assert_error(404, "NOT_FOUND");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(1), "{:?}", asked.elapsed());
 }
 
 /// Someone with the database changes a stored entry or a stored hash: `fsck` names it, the
