@@ -80,6 +80,15 @@ impl WitnessTransport for HttpWitnesses {
 /// `gatewayd log fsck [--coop <id>]`: checks every coop's log (or one) against its latest signed
 /// checkpoint and prints what is wrong; `Ok(false)` when anything is.
 pub async fn fsck(config: &crate::GatewayConfig, coop: Option<&str>) -> anyhow::Result<bool> {
+    // Checking must not create what it checks: a mistyped path would otherwise be a new, empty
+    // database whose zero logs are all sound.
+    match &config.store {
+        gateway_store::StoreSpec::Memory => anyhow::bail!("an in-memory store has no logs to check: give --store"),
+        gateway_store::StoreSpec::SqliteFile(path) if !std::path::Path::new(path).exists() => {
+            anyhow::bail!("there is no database at {path}: give the store the gateway serves (--store or --config)")
+        }
+        _ => {}
+    }
     let store = Arc::new(
         Store::open_with(&config.store, config.store_options)
             .await

@@ -325,6 +325,24 @@ fn subcommand_help_names_only_the_subcommands_options() {
     }
 }
 
+/// `gatewayd log fsck` checks the store it is given and never creates one: a mistyped SQLite path
+/// is an error naming it (and leaves no file behind), not a new empty database whose zero logs are
+/// "sound".
+#[test]
+fn log_fsck_refuses_a_store_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo.db");
+    let output = Command::new(env!("CARGO_BIN_EXE_gatewayd"))
+        .args(["--store", &format!("sqlite:{}", missing.display()), "log", "fsck"])
+        .env_remove("ICN_GATEWAY_STORE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert!(said.contains("there is no database at") && said.contains("typo.db"), "{said}");
+    assert!(!missing.exists(), "fsck created the database it was to check");
+}
+
 /// The start-up log says where the API documentation is, next to where it listens, and the
 /// database's absolute path.
 #[tokio::test]
