@@ -293,6 +293,11 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(default)]
     pub trust: TrustSection,
+    /// Resolve for a command that serves nothing and signs nothing (`gatewayd log fsck`): no
+    /// JWT secret is required and no keystore passphrase is read. Not a flag or a file key.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub offline: bool,
 }
 
 /// `--log-format`.
@@ -503,7 +508,7 @@ impl GatewayConfig {
             }
         };
         let jwt_secret = settings.jwt_secret.or(file.jwt_secret).unwrap_or_default();
-        if jwt_secret.is_empty() {
+        if jwt_secret.is_empty() && !settings.offline {
             bail!(
                 "the JWT secret is empty: set ICN_GATEWAY_JWT_SECRET (or --jwt-secret, or jwt_secret in the config file); the gateway refuses to start without one"
             );
@@ -572,7 +577,7 @@ impl GatewayConfig {
             )?,
         };
         let passphrase_file = settings.passphrase_file.or(file.passphrase_file);
-        let passphrase = crate::keys::passphrase(passphrase_file.as_deref())?;
+        let passphrase = if settings.offline { None } else { crate::keys::passphrase(passphrase_file.as_deref())? };
         let token_ttl = settings.token_ttl.or(file.token_ttl).unwrap_or(3600);
         let challenge_ttl = settings.challenge_ttl.or(file.challenge_ttl).unwrap_or(300);
         if token_ttl == 0 || challenge_ttl == 0 {
