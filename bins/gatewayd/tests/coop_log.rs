@@ -25,18 +25,16 @@ async fn get(addr: &str, path: &str, token: &str) -> (u16, bytes::Bytes) {
     (status, body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_witnessed_checkpoint_proves_a_payment_offline() {
-    let dir = tempfile::tempdir().unwrap();
-    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
-
-    // The witness's key and address first: the gateway is configured with them.
-    let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
-    let witness_vkey = cosigner.vkey();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
-    let witness_flag = format!("witness.test/w1={witness_vkey}@http://{port}");
-    let flags = [
+/// A gateway on `store` that signs its coops' logs (a keystore in `dir`, open enrollment), with
+/// `extra` flags (its log origin, its witnesses).
+async fn serve_signing(dir: &std::path::Path, store: &str, extra: &[&str]) -> support::InProcess {
+    // A restart on the same directory keeps its keystore.
+    let (keystore, passphrase) = if dir.join("keystore.json").exists() {
+        (dir.join("keystore.json"), dir.join("passphrase"))
+    } else {
+        support::keystore_in(dir, PASS)
+    };
+    let mut flags = vec![
         "--open-enrollment",
         "true",
         "--trust-default",
@@ -45,14 +43,27 @@ async fn a_witnessed_checkpoint_proves_a_payment_offline() {
         keystore.to_str().unwrap(),
         "--passphrase-file",
         passphrase.to_str().unwrap(),
-        "--log-origin",
-        "gw.test",
-        "--witness",
-        &witness_flag,
-        "--witness-quorum",
-        "1",
     ];
-    let gateway = serve_in_process(&store, &flags).await;
+    flags.extend_from_slice(extra);
+    serve_in_process(store, &flags).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_checkpoint_proves_a_payment_offline() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // The witness's key and address first: the gateway is configured with them.
+    let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
+    let witness_vkey = cosigner.vkey();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+    let witness_flag = format!("witness.test/w1={witness_vkey}@http://{port}");
+    let gateway = serve_signing(
+        dir.path(),
+        &store,
+        &["--log-origin", "gw.test", "--witness", &witness_flag, "--witness-quorum", "1"],
+    )
+    .await;
     let token = login(&gateway.api, 1, "bakery", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
     support::coop_with_member_two(&gateway.api, &token, "bakery").await;
 
@@ -134,7 +145,6 @@ async fn a_witnessed_checkpoint_proves_a_payment_offline() {
 async fn a_witness_holding_another_history_is_an_integrity_failure() {
     for (status, body) in [(409u16, "1000000\n"), (422, "the consistency proof does not verify\n")] {
         let dir = tempfile::tempdir().unwrap();
-        let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
         let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap();
@@ -148,19 +158,7 @@ async fn a_witness_holding_another_history_is_an_integrity_failure() {
         tokio::spawn(async move { axum::serve(listener, answer).await });
         let store = format!("sqlite:{}", dir.path().join("gw.db").display());
         let witness_flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
-        let flags = [
-            "--open-enrollment",
-            "true",
-            "--trust-default",
-            "0.9",
-            "--keystore",
-            keystore.to_str().unwrap(),
-            "--passphrase-file",
-            passphrase.to_str().unwrap(),
-            "--witness",
-            &witness_flag,
-        ];
-        let gateway = serve_in_process(&store, &flags).await;
+        let gateway = serve_signing(dir.path(), &store, &["--witness", &witness_flag]).await;
         // A coop of its own per answer: the metrics of in-process gateways are the process's.
         let coop = format!("forked{status}");
         let token = login(&gateway.api, 1, &coop, &["coop:read", "coop:write"]).await;
@@ -188,26 +186,11 @@ async fn a_witness_holding_another_history_is_an_integrity_failure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_a_witness_missed_is_sent_again_once_it_is_back() {
     let dir = tempfile::tempdir().unwrap();
-    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
     let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let store = format!("sqlite:{}", dir.path().join("gw.db").display());
     let witness_flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
-    let flags = [
-        "--open-enrollment",
-        "true",
-        "--trust-default",
-        "0.9",
-        "--keystore",
-        keystore.to_str().unwrap(),
-        "--passphrase-file",
-        passphrase.to_str().unwrap(),
-        "--log-origin",
-        "gw.test",
-        "--witness",
-        &witness_flag,
-    ];
-    let gateway = serve_in_process(&store, &flags).await;
+    let gateway = serve_signing(dir.path(), &store, &["--log-origin", "gw.test", "--witness", &witness_flag]).await;
     let token = login(&gateway.api, 1, "quiet", &["coop:read", "coop:write"]).await;
     support::coop_with_member_two(&gateway.api, &token, "quiet").await;
     // Signed while nothing listens on the witness's port; then the coop goes quiet.
@@ -247,22 +230,7 @@ async fn a_checkpoint_a_witness_missed_is_sent_again_once_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_keeps_its_origin_when_the_configured_one_changes() {
     let dir = tempfile::tempdir().unwrap();
-    let (keystore, passphrase) = support::keystore_in(dir.path(), PASS);
     let store = format!("sqlite:{}", dir.path().join("gw.db").display());
-    let flags = |origin: &'static str| {
-        vec![
-            "--open-enrollment".to_owned(),
-            "true".into(),
-            "--trust-default".into(),
-            "0.9".into(),
-            "--keystore".into(),
-            keystore.to_str().unwrap().to_owned(),
-            "--passphrase-file".into(),
-            passphrase.to_str().unwrap().to_owned(),
-            "--log-origin".into(),
-            origin.into(),
-        ]
-    };
     let checkpoint_of = |api: String, coop: &'static str, at_least: u64| async move {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
@@ -275,18 +243,14 @@ async fn a_log_keeps_its_origin_when_the_configured_one_changes() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    let first = flags("gw.old");
-    let first: Vec<&str> = first.iter().map(String::as_str).collect();
-    let gateway = serve_in_process(&store, &first).await;
+    let gateway = serve_signing(dir.path(), &store, &["--log-origin", "gw.old"]).await;
     let token = login(&gateway.api, 1, "kept", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
     support::coop_with_member_two(&gateway.api, &token, "kept").await;
     let (origin, size) = checkpoint_of(gateway.api.clone(), "kept", 1).await;
     assert_eq!(origin, "gw.old/coops/kept");
     drop(gateway);
 
-    let second = flags("gw.new");
-    let second: Vec<&str> = second.iter().map(String::as_str).collect();
-    let gateway = serve_in_process(&store, &second).await;
+    let gateway = serve_signing(dir.path(), &store, &["--log-origin", "gw.new"]).await;
     let token = login(&gateway.api, 1, "kept", &["coop:read", "coop:write", "ledger:read", "ledger:write"]).await;
     let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 1, "memo": "after the move" });
     let (status, body) = request(&gateway.api, "POST", "/v1/ledger/kept/payment", Some(pay), Some(&token)).await;
