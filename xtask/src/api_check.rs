@@ -16,7 +16,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use serde_json::json;
 
-use crate::client::{Connection, Server, expect, identity, login, workspace};
+use crate::client::{Connection, Server, build_debug_gatewayd, expect, identity, login, workspace};
 
 const SECRET: &str = "api-check-secret-api-check-secret!!";
 const COOP: &str = "api";
@@ -79,14 +79,7 @@ fn run(max_examples: &str, seed: &str) -> Result<(), String> {
 /// Builds the debug `gatewayd` and makes a keystore in `dir`: the binary, the keystore's path and
 /// its passphrase file's.
 fn with_keystore(dir: &std::path::Path) -> Result<(PathBuf, String, String), String> {
-    let status = crate::cargo()
-        .args(["build", "--locked", "-p", "gatewayd"])
-        .status()
-        .map_err(|e| format!("building gatewayd: {e}"))?;
-    if !status.success() {
-        return Err("building gatewayd failed".into());
-    }
-    let binary = workspace().join("target/debug/gatewayd");
+    let binary = build_debug_gatewayd()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (keystore, passphrase) = (dir.join("keystore.json"), dir.join("passphrase"));
     std::fs::write(&passphrase, "api-check keystore passphrase\n").map_err(|e| e.to_string())?;

@@ -74,15 +74,20 @@ impl Server {
     /// Builds the debug `gatewayd` (`cargo build -p gatewayd`) and starts it as [`Server::start`]
     /// does.
     pub(crate) fn start_debug(flags: &[&str], secret: &str) -> Result<Self, String> {
-        let status = crate::cargo()
-            .args(["build", "--locked", "-p", "gatewayd"])
-            .status()
-            .map_err(|e| format!("building gatewayd: {e}"))?;
-        if !status.success() {
-            return Err("building gatewayd failed".into());
-        }
-        Self::start(&workspace().join("target/debug/gatewayd"), flags, secret)
+        Self::start(&build_debug_gatewayd()?, flags, secret)
     }
+}
+
+/// Builds the debug `gatewayd` (`cargo build --locked -p gatewayd`); its path.
+pub(crate) fn build_debug_gatewayd() -> Result<PathBuf, String> {
+    let status = crate::cargo()
+        .args(["build", "--locked", "-p", "gatewayd"])
+        .status()
+        .map_err(|e| format!("building gatewayd: {e}"))?;
+    if !status.success() {
+        return Err("building gatewayd failed".into());
+    }
+    Ok(workspace().join("target/debug/gatewayd"))
 }
 
 /// One keep-alive HTTP/1.1 connection.
