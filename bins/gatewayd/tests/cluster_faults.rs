@@ -5,8 +5,9 @@
 //!   says so, and everything recovers by itself when Redis is back. The test starts a private
 //!   `redis-server` on a free port and stops only that one; the shared Redis is never touched.
 //! - A replica killed (SIGKILL) in the middle of a stream of payments: no acknowledged payment is
-//!   lost, and a WebSocket client of the dead replica resumes on another with `Backfill`, without
-//!   a gap. Runs when `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL` are set.
+//!   lost, a WebSocket client of the dead replica resumes on another with `Backfill`, without a
+//!   gap, and a client of the surviving replica receives every event live and in order, those
+//!   the dead replica committed but did not announce included. Runs when `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL` are set.
 
 mod support;
 
@@ -275,6 +276,27 @@ async fn a_replica_killed_mid_load_loses_no_payment_and_its_clients_resume_elsew
     assert_eq!(first["type"], "AuthOk");
     let start_seq = first["current_seq"].as_u64().unwrap();
 
+    // A WebSocket client of the survivor, connected throughout. The doomed replica's commits
+    // reach it through that replica's announcements; any it committed but did not announce before
+    // it died reach it through the next announcement or the hub's re-read: a lost announcement
+    // costs a wake-up, never an event. It receives every event live, in order, once.
+    let (mut live, _) = tokio_tungstenite::connect_async(format!("ws://{}/v1/ws/kill", survivor.api)).await.unwrap();
+    live.send(Message::text(json!({ "type": "Auth", "token": founder }).to_string())).await.unwrap();
+    let ok = next_text(&mut live).await.expect("AuthOk");
+    assert_eq!(ok["type"], "AuthOk", "{ok}");
+    let live_start = ok["current_seq"].as_u64().unwrap();
+    let live_seqs = Arc::new(Mutex::new(Vec::new()));
+    let live_reader = {
+        let seqs = live_seqs.clone();
+        tokio::spawn(async move {
+            while let Some(frame) = next_text(&mut live).await {
+                if frame["type"] == "Event" {
+                    seqs.lock().unwrap().push(frame["seq"].as_u64().unwrap());
+                }
+            }
+        })
+    };
+
     // Four payers pay through the doomed replica (the survivor is their fallback).
     let stop = Arc::new(AtomicBool::new(false));
     let mut payers = Vec::new();
@@ -325,6 +347,16 @@ async fn a_replica_killed_mid_load_loses_no_payment_and_its_clients_resume_elsew
     }
     let expected: BTreeSet<u64> = (start_seq + 1..=current).collect();
     assert_eq!(seen, expected, "every event from AuthOk to the survivor's current_seq, once, no gap");
+
+    // The survivor's live client got the same events as they came, in order (within the hub's
+    // 5 s re-read of a coop whose last announcement was lost).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while live_seqs.lock().unwrap().last().copied() < Some(current) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    live_reader.abort();
+    let live_seqs = live_seqs.lock().unwrap().clone();
+    assert_eq!(live_seqs, (live_start + 1..=current).collect::<Vec<_>>(), "live, in order, once, no gap");
 
     // No acknowledged payment was lost; retries with their keys created no duplicates.
     let (status, history) =

@@ -335,7 +335,15 @@ impl Ledger {
         // not visible yet, and the claim inside the operation's own unit of work settles it.
         match self.reads.idempotency(&idempotency.key, not_before).await? {
             None => Ok(None),
-            Some(stored) => answer(idempotency, stored).map(Some),
+            Some(stored) => {
+                let seq = stored.event_seq;
+                let replayed = answer(idempotency, stored)?;
+                // The replay carries the first answer's `ICN-Event-Seq`.
+                if let Some(seq) = seq {
+                    crate::ports::appended::record(seq);
+                }
+                Ok(Some(replayed))
+            }
         }
     }
 
@@ -536,6 +544,7 @@ async fn remember<T: Serialize, X: LedgerTx + ?Sized>(
         status: DECIDED,
         body,
         created_at: now,
+        event_seq: None,
     };
     tx.idempotency_put(&record).await
 }

@@ -282,8 +282,11 @@ pub struct Store {
     writer: Option<mpsc::Sender<writer::Job>>,
     /// Committed-event signals.
     feed: broadcast::Sender<CoopSignal>,
-    /// The task relaying other replicas' NOTIFY signals (PostgreSQL), stopped with the store.
-    listener: Option<tokio::task::AbortHandle>,
+    /// The tasks relaying other replicas' NOTIFY signals and announcing this replica's commits
+    /// (PostgreSQL), stopped with the store.
+    tasks: Vec<tokio::task::AbortHandle>,
+    /// This replica's announcements of its commits to the others (PostgreSQL).
+    announcer: Option<Arc<writer::Announcer>>,
     /// Woken when a replica (this one included) committed a trust-edge change (PostgreSQL).
     trust_changes: Arc<tokio::sync::Notify>,
     /// The outcome of the latest store-level writes, for readiness.
@@ -297,8 +300,8 @@ pub struct Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            listener.abort();
+        for task in self.tasks.drain(..) {
+            task.abort();
         }
     }
 }
@@ -382,7 +385,8 @@ impl Store {
                     backend: Backend::Sqlite(db),
                     writer: Some(sender),
                     feed,
-                    listener: None,
+                    tasks: Vec::new(),
+                    announcer: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
                     reach: health::Reachability::default(),
@@ -427,11 +431,14 @@ impl Store {
                 let listener =
                     tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone(), trust_changes.clone()))
                         .abort_handle();
+                let announcer = Arc::<writer::Announcer>::default();
+                let announcing = tokio::spawn(announcer.clone().run(pool.clone())).abort_handle();
                 Ok(Self {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
-                    listener: Some(listener),
+                    tasks: vec![listener, announcing],
+                    announcer: Some(announcer),
                     trust_changes,
                     write_health: health::WriteHealth::default(),
                     reach: health::Reachability::default(),
@@ -485,7 +492,8 @@ impl Store {
                 if !matches!(task, writer::Task::Probe { .. }) {
                     self.reach.check()?;
                 }
-                writer::run_postgres(pool, task, &self.feed).await
+                let announcer = self.announcer.as_deref().expect("a PostgreSQL store has an announcer");
+                writer::run_postgres(pool, task, &self.feed, announcer).await
             }
             (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
         };

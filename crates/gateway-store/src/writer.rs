@@ -26,7 +26,8 @@ use crate::{db_error, health};
 const MAX_GROUP: usize = 512;
 
 /// A job's outcome as its caller hears it: on success, the number of the last event it
-/// appended, if it appended any.
+/// appended, if it appended any (or, replaying an answer under its `Idempotency-Key`, the
+/// number that answer's last event got): the answer's `ICN-Event-Seq`.
 pub(crate) type JobResult = Result<Option<u64>, Error>;
 
 /// A job's outcome on the writer.
@@ -155,7 +156,8 @@ async fn run_group(
                 return;
             }
         };
-        let last = appended.last().map(|signal| signal.seq);
+        let last = appended.last.or(appended.replayed);
+        let appended = appended.signals;
         if result.is_ok() {
             signals.extend(appended);
         }
@@ -189,12 +191,12 @@ async fn run_in_savepoint(
     db: &mut rusqlite::Connection,
     task: Task,
     touched: &mut Vec<Touched>,
-) -> Result<(Ran, Vec<CoopSignal>), Error> {
+) -> Result<(Ran, Appended), Error> {
     exec(db, "SAVEPOINT job")?;
     let (result, appended) = match task {
         Task::Work(work) => run_job(db, work, touched).await,
         Task::Probe { at } => {
-            (Conn::new(Db::Sqlite(db)).execute(PROBE_SQL, &[at.into()]).await.map(|_| ()), Vec::new())
+            (Conn::new(Db::Sqlite(db)).execute(PROBE_SQL, &[at.into()]).await.map(|_| ()), Appended::default())
         }
     };
     if result.is_err() {
@@ -206,18 +208,31 @@ async fn run_in_savepoint(
 
 /// Runs one job on the writer's connection, inside the savepoint the caller opened. Its
 /// statements run synchronously, so its future completes without waiting on anything else.
-async fn run_job(db: &mut rusqlite::Connection, work: Work, touched: &mut Vec<Touched>) -> (Ran, Vec<CoopSignal>) {
+async fn run_job(db: &mut rusqlite::Connection, work: Work, touched: &mut Vec<Touched>) -> (Ran, Appended) {
     let (outcome, appended) = {
         let mut handle = Conn::new(Db::Sqlite(db));
-        let outcome = AssertUnwindSafe(work(&mut handle)).catch_unwind().await;
+        let outcome = match AssertUnwindSafe(work(&mut handle)).catch_unwind().await {
+            Ok(Ok(())) => Ok(handle.number_answer().await),
+            outcome => outcome,
+        };
         // Kept whether the job succeeded or not: forgetting a key too many costs one read.
         touched.append(&mut handle.touched);
-        (outcome, handle.appended)
+        let last = handle.appended.last().map(|signal| signal.seq);
+        (outcome, Appended { signals: handle.appended, last, replayed: handle.replayed })
     };
     match outcome {
         Ok(result) => (result, appended),
-        Err(_) => (Err(Error::Internal("a unit of work panicked".into())), Vec::new()),
+        Err(_) => (Err(Error::Internal("a unit of work panicked".into())), Appended::default()),
     }
+}
+
+/// What a SQLite job appended: its events' signals and the number of the last, or the number
+/// of the answer it replays under its `Idempotency-Key`.
+#[derive(Default)]
+struct Appended {
+    signals: Vec<CoopSignal>,
+    last: Option<u64>,
+    replayed: Option<u64>,
 }
 
 fn fail_all(group: Vec<Job>, err: &Error) {
@@ -229,14 +244,19 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 
 /// Runs one job in its own PostgreSQL transaction. After the commit, each coop the job appended
 /// events to is announced with its counter as read then (every number up to it is committed):
-/// at once to this replica's own feed, and by the commit's `pg_notify` to every replica's.
+/// at once to this replica's own feed, and through the [`Announcer`] to every replica's.
 ///
 /// The work and its commit have [`crate::POSTGRES_DEADLINE`] together: a frozen server gets
 /// the request a 503, never an endless wait. Before the commit was sent nothing was committed
 /// (the server rolls the transaction back); past it, the outcome is unknown (a retry with the
 /// same `Idempotency-Key` gets the stored answer if it did commit). Either way the connection is
 /// closed rather than returned to the pool, where its statement could still hold it.
-pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Sender<CoopSignal>) -> JobResult {
+pub(crate) async fn run_postgres(
+    pool: &PgPool,
+    task: Task,
+    feed: &broadcast::Sender<CoopSignal>,
+    announcer: &Announcer,
+) -> JobResult {
     let deadline = crate::POSTGRES_DEADLINE;
     let committing = std::sync::atomic::AtomicBool::new(false);
     let conn = CloseUnlessDone { conn: Some(pool.acquire().await.map_err(db_error)?) };
@@ -251,15 +271,15 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
             };
             match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
                 // The events last, just before the commit: see `Conn::flush_events`.
-                Ok(()) => handle.flush_events().await,
+                Ok(()) => handle.flush_events().await.map(|coops| (coops, handle.replayed)),
                 Err(err) => Err(err),
             }
         };
         match result {
-            Ok(coops) => {
+            Ok((coops, replayed)) => {
                 committing.store(true, std::sync::atomic::Ordering::Relaxed);
                 tx.commit().await.map_err(db_error)?;
-                Ok((conn.done(), coops))
+                Ok((conn.done(), coops, replayed))
             }
             Err(err) => {
                 let _ = tx.rollback().await;
@@ -268,7 +288,7 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
             }
         }
     };
-    let (mut conn, coops) = match tokio::time::timeout(deadline, work).await {
+    let (mut conn, coops, replayed) = match tokio::time::timeout(deadline, work).await {
         Ok(done) => done?,
         Err(_) => {
             let what = if committing.load(std::sync::atomic::Ordering::Relaxed) {
@@ -287,7 +307,7 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
     // best effort, within the deadline too.
     let announce = async {
         let last = if coops.is_empty() {
-            None
+            replayed
         } else {
             let setting: Option<String> = Conn::new(Db::Postgres(&mut conn))
                 .fetch_one("SELECT current_setting('icn.event_seq', true)", &[])
@@ -299,10 +319,11 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
         for coop in coops {
             match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
                 Ok(seq) => {
+                    announcer.note(&coop, seq);
                     let _ = feed.send(CoopSignal { coop_id: coop, seq });
                 }
-                // Committed all the same: the replica's listener relays the commit's own
-                // notification, and the outbox is read by number whatever the signal.
+                // Committed all the same: the outbox is read by number whatever the signal,
+                // and the hub's poll and the log's sweep find the new events.
                 Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
             }
         }
@@ -313,7 +334,7 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, feed: &broadcast::Se
         Err(_) => {
             conn.close_on_drop();
             tracing::warn!("no answer to the reads after a commit within {deadline:?}: the commit stands");
-            Ok(None)
+            Ok(replayed)
         }
     }
 }
@@ -340,6 +361,79 @@ impl Drop for CloseUnlessDone {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.as_mut() {
             conn.close_on_drop();
+        }
+    }
+}
+
+/// The statement that announces committed events, each coop once with its last number (`$1`
+/// coops, `$2` numbers).
+const ANNOUNCE_SQL: &str =
+    "SELECT pg_notify('icn_events', coop || chr(9) || seq) FROM unnest($1::text[], $2::bigint[]) AS t(coop, seq)";
+
+/// This replica's announcements of its commits to the other replicas (PostgreSQL; INTERFACE.md
+/// §10). A commit does not notify: a notifying commit holds PostgreSQL's one notification lock of
+/// the database until its WAL is flushed, so every writing commit of every replica would queue
+/// on it. Instead each commit notes its coops' new last numbers here, and one task per replica
+/// sends what was noted, each coop once with its highest number, in one statement, while the
+/// next commits are noted: one notifying statement (which writes no WAL) per batch of commits.
+///
+/// An announcement can be lost (the replica dies between a commit and its announcement, the
+/// statement fails, a listener reconnects): that costs the other replicas a wake-up, never an
+/// event. A signal only says "something new may exist": the hubs read the outbox by number and
+/// poll every coop with subscribers, and the log's checkpointers sweep for coops behind.
+#[derive(Debug, Default)]
+pub(crate) struct Announcer {
+    /// Each coop's highest number noted since the last announcement.
+    pending: std::sync::Mutex<std::collections::HashMap<gateway_core::CoopId, u64>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Announcer {
+    /// Notes that `coop`'s events up to `seq` are committed.
+    pub(crate) fn note(&self, coop: &gateway_core::CoopId, seq: u64) {
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let last = pending.entry(coop.clone()).or_insert(seq);
+            *last = (*last).max(seq);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Announces what was noted, batch after batch, until the store is dropped.
+    pub(crate) async fn run(self: Arc<Self>, pool: PgPool) {
+        let mut failing = false;
+        loop {
+            self.wake.notified().await;
+            let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            if batch.is_empty() {
+                continue;
+            }
+            let (coops, seqs): (Vec<String>, Vec<i64>) = batch
+                .into_iter()
+                .map(|(coop, seq)| (coop.as_str().to_owned(), i64::try_from(seq).unwrap_or(i64::MAX)))
+                .unzip();
+            let sent = tokio::time::timeout(
+                crate::POSTGRES_DEADLINE,
+                sqlx::query(ANNOUNCE_SQL).bind(&coops).bind(&seqs).execute(&pool),
+            )
+            .await;
+            match sent {
+                Ok(Ok(_)) if failing => {
+                    failing = false;
+                    tracing::info!("announcing committed events to the other replicas again");
+                }
+                Ok(Ok(_)) => {}
+                // Said once per outage: the other replicas' polls cover what is not announced.
+                Ok(Err(err)) if !failing => {
+                    failing = true;
+                    tracing::warn!("could not announce committed events to the other replicas: {err}");
+                }
+                Err(_) if !failing => {
+                    failing = true;
+                    tracing::warn!("could not announce committed events to the other replicas: no answer");
+                }
+                Ok(Err(_)) | Err(_) => {}
+            }
         }
     }
 }
@@ -386,4 +480,16 @@ pub(crate) async fn postgres_listener(
 fn parse_signal(payload: &str) -> Option<CoopSignal> {
     let (coop, seq) = payload.split_once('\t')?;
     Some(CoopSignal { coop_id: gateway_core::CoopId::parse(coop).ok()?, seq: seq.parse().ok()? })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The announcer notifies on the channel the replicas listen on, with the payload their
+    /// listener parses.
+    #[test]
+    fn announcements_use_the_listened_channel_and_format() {
+        assert!(super::ANNOUNCE_SQL.contains(&format!("pg_notify('{}', ", crate::EVENT_CHANNEL)));
+        let signal = super::parse_signal("c1\t42").expect("a coop and a number");
+        assert_eq!((signal.coop_id.as_str(), signal.seq), ("c1", 42));
+    }
 }

@@ -86,6 +86,10 @@ pub struct IdempotencyRecord {
     pub body: String,
     /// Unix seconds.
     pub created_at: u64,
+    /// The number of the last event the first request's unit of work appended, which a replay
+    /// carries as `ICN-Event-Seq` (INTERFACE.md §12): the store fills it in when it writes the
+    /// answer (whatever the record says), `None` when the operation appended none.
+    pub event_seq: Option<u64>,
 }
 
 /// A conversion quote, honoured until `valid_until` when its id is presented.
@@ -153,13 +157,15 @@ pub trait LedgerTx: Send {
     async fn insert_transaction(&mut self, record: &TransactionRecord) -> Result<(), Error>;
     /// A stored idempotent response younger than `not_before`.
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error>;
-    /// Stores (or replaces an expired) idempotent response.
+    /// Stores (or replaces an expired) idempotent response, with the number of the last event
+    /// this unit of work appended (known at the latest when it commits).
     async fn idempotency_put(&mut self, record: &IdempotencyRecord) -> Result<(), Error>;
     /// Claims an `Idempotency-Key` for this transaction: drops the key's expired answer (older
     /// than `not_before`), then inserts a placeholder row (status 0) unless the key is taken.
     /// `None`: claimed (the caller must overwrite the placeholder with
     /// [`LedgerTx::idempotency_put`] before committing, or roll back). `Some`: the key's live
-    /// record. On PostgreSQL a concurrent claim of the same key blocks on the unique index until
+    /// record, whose `event_seq` the store reports as the unit of work's `ICN-Event-Seq` (see
+    /// [`crate::ports::appended`]). On PostgreSQL a concurrent claim of the same key blocks on the unique index until
     /// the first transaction ends, then sees its committed row (or claims the key if it rolled
     /// back); SQLite runs one writer at a time.
     async fn idempotency_claim(

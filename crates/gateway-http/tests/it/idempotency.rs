@@ -247,6 +247,7 @@ async fn stored_results_and_earlier_http_answers_replay_as_they_were() {
             status: 201,
             body: r#"{"id":"from-an-earlier-gateway","amount":7}"#.to_owned(),
             created_at: app.clock.now_unix_secs(),
+            event_seq: None,
         };
         transaction(app.store.as_ref(), move |tx| Box::pin(async move { tx.idempotency_put(&record).await }))
             .await
@@ -289,5 +290,43 @@ async fn a_key_replays_the_same_json_in_any_order_or_spacing() {
         let other = app.send(raw(format!(r#"{{"currency":"hours","amount":2.6,"to":"{to}","from":"{from}"}}"#))).await;
         other.assert_error(409, "CONFLICT");
         assert_eq!(history_total(&app, &tokens[0]).await, 1);
+    }
+}
+
+/// A payment or batch sent again under its key after the answer was lost gets the first answer
+/// with the same `ICN-Event-Seq`, so the client can still ask for its proof (INTERFACE.md §12); a
+/// stored refusal appended nothing and carries none, first time or replayed.
+#[tokio::test]
+async fn a_replay_carries_the_first_answers_event_seq() {
+    fn seq(r: &Response) -> Option<u64> {
+        r.headers.get("icn-event-seq").map(|v| v.to_str().unwrap().parse().unwrap())
+    }
+    for app in TestApp::every_store().await {
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let body = pay(2, 3, json!(1.5));
+        let first = pay_keyed(&app, &tokens[0], "lost", &body).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+        let first_seq = seq(&first).expect("the payment appended an event");
+        // Another payment moves the coop's head past it: the replay names the first, not the last.
+        let later = pay_keyed(&app, &tokens[0], "other", &pay(2, 3, json!(1))).await;
+        assert!(seq(&later) > Some(first_seq));
+        let again = pay_keyed(&app, &tokens[0], "lost", &body).await;
+        assert!(replayed(&again), "{:?}", app.backend);
+        assert_eq!(seq(&again), Some(first_seq), "{:?}", app.backend);
+
+        let items = json!({ "payments": [pay(2, 3, json!(1)), pay(2, 3, json!(2))] });
+        let first = batch(&app, &tokens[0], Some("batch"), &items).await;
+        assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+        let again = batch(&app, &tokens[0], Some("batch"), &items).await;
+        assert!(replayed(&again));
+        assert_eq!(seq(&again), seq(&first), "{:?}", app.backend);
+        assert!(seq(&first) > seq(&later), "the batch's last event");
+
+        let too_much = pay(2, 3, json!(1_000_000));
+        let refused = pay_keyed(&app, &tokens[0], "refused", &too_much).await;
+        refused.assert_error(409, "INSUFFICIENT_CREDIT");
+        let again = pay_keyed(&app, &tokens[0], "refused", &too_much).await;
+        assert!(replayed(&again));
+        assert_eq!((seq(&refused), seq(&again)), (None, None));
     }
 }

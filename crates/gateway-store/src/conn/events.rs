@@ -109,6 +109,8 @@ impl Conn<'_> {
     /// then stays locked until the commit ends. They are written coop by coop in the order of the
     /// coops' ids (a coop's own events keep their order), so two units of work appending to the
     /// same coops take the counters in the same order and never wait for each other in a cycle.
+    /// A keyed answer the unit of work decided is marked for its number last (see
+    /// `idempotency_put`).
     /// Returns the coops, each once, whose new last number is to be announced after the commit.
     pub(crate) async fn flush_events(&mut self) -> Result<Vec<CoopId>, Error> {
         let mut pending = std::mem::take(&mut self.pending_events);
@@ -124,6 +126,11 @@ impl Conn<'_> {
                 coops.push(event.coop);
             }
         }
+        // A keyed answer, marked after the events: its deferred trigger runs after theirs and
+        // copies the number the last of them got (migration 0019).
+        if !coops.is_empty() {
+            self.number_answer().await?;
+        }
         Ok(coops)
     }
 
@@ -131,16 +138,5 @@ impl Conn<'_> {
     pub(crate) async fn event_counter(&mut self, coop: &CoopId) -> Result<u64, Error> {
         let seq: Option<i64> = self.fetch_optional(COUNTER_SQL, args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The trigger that numbers PostgreSQL's events at the commit announces them on the channel
-    /// the replicas listen on (the name is written in the migration's SQL).
-    #[test]
-    fn the_numbering_trigger_notifies_the_listened_channel() {
-        let migration = include_str!("../../migrations/postgres/0011_events_numbered_at_commit.sql");
-        assert!(migration.contains(&format!("pg_notify('{}', ", crate::EVENT_CHANNEL)), "{migration}");
     }
 }

@@ -162,7 +162,7 @@ fn quote_from_row(row: QuoteRow) -> Result<QuoteRecord, Error> {
 }
 
 /// Columns of `idempotency`, in the order of [`IdempotencyRow`].
-pub(crate) const IDEMPOTENCY_COLUMNS: &str = "key, request_hash, status, body, created_at";
+pub(crate) const IDEMPOTENCY_COLUMNS: &str = "key, request_hash, status, body, created_at, event_seq";
 
 /// An `idempotency` row: [`IDEMPOTENCY_COLUMNS`].
 #[derive(Debug, sqlx::FromRow)]
@@ -172,9 +172,10 @@ pub(crate) struct IdempotencyRow {
     status: i64,
     body: String,
     created_at: i64,
+    event_seq: Option<i64>,
 }
 
-named_row!(IdempotencyRow { key, request_hash, status, body, created_at });
+named_row!(IdempotencyRow { key, request_hash, status, body, created_at, event_seq });
 
 /// An [`IdempotencyRow`] as its record.
 pub(crate) fn idempotency_from_row(row: IdempotencyRow) -> IdempotencyRecord {
@@ -184,6 +185,8 @@ pub(crate) fn idempotency_from_row(row: IdempotencyRow) -> IdempotencyRecord {
         status: u16::try_from(row.status).unwrap_or(500),
         body: row.body,
         created_at: to_u64(row.created_at),
+        // A number not yet given (-1) never outlives its commit.
+        event_seq: row.event_seq.filter(|seq| *seq > 0).map(to_u64),
     }
 }
 
@@ -333,16 +336,10 @@ impl LedgerTx for Conn<'_> {
     }
 
     async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
-        self.execute(
-            "INSERT INTO idempotency (key, request_hash, status, body, created_at) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (key) \
-             DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
-             body = excluded.body, created_at = excluded.created_at",
-            args![&r.key, &r.request_hash, i64::from(r.status), &r.body, to_i64(r.created_at)?],
-        )
-        .await
-        .map(|_| ())
+        // Given the number of the unit of work's last event once it has appended them all: at
+        // the end of the job on SQLite, by the commit on PostgreSQL (`Conn::number_answer`).
+        self.pending_answer = Some(r.key.clone());
+        self.write_answer(r, None).await
     }
 
     async fn idempotency_claim(
@@ -365,7 +362,13 @@ impl LedgerTx for Conn<'_> {
         if claimed > 0 {
             return Ok(None);
         }
-        self.idempotency_get(key, 0).await
+        let stored = self.idempotency_get(key, 0).await?;
+        if let Some(record) = &stored
+            && record.request_hash == request_hash
+        {
+            self.replayed = record.event_seq;
+        }
+        Ok(stored)
     }
 
     async fn put_rate(&mut self, coop: &CoopId, r: &RateRecord) -> Result<(), Error> {
@@ -443,5 +446,38 @@ impl LedgerTx for Conn<'_> {
             self.execute("DELETE FROM idempotency WHERE created_at < $1", args![to_i64(answers_before)?]).await?;
         let quotes = self.execute("DELETE FROM quotes WHERE valid_until < $1", args![to_i64(quotes_before)?]).await?;
         Ok(answers + quotes)
+    }
+}
+
+impl Conn<'_> {
+    /// Gives the keyed answer this unit of work decided the number of the last event it
+    /// appended, once it appended them all: on SQLite the number itself, on PostgreSQL -1, which
+    /// the deferred trigger of migration 0019 replaces at the commit, after the events' numbers.
+    /// Nothing when it decided no answer or appended no event.
+    pub(crate) async fn number_answer(&mut self) -> Result<(), Error> {
+        let Some(key) = self.pending_answer.take() else { return Ok(()) };
+        let seq = if self.is_sqlite() {
+            match self.appended.last() {
+                Some(signal) => to_i64(signal.seq)?,
+                None => return Ok(()),
+            }
+        } else {
+            -1
+        };
+        self.execute("UPDATE idempotency SET event_seq = $2 WHERE key = $1", args![key.as_str(), seq]).await.map(|_| ())
+    }
+
+    /// Writes a keyed answer with the number of its last event (`None`: not known yet).
+    pub(crate) async fn write_answer(&mut self, r: &IdempotencyRecord, event_seq: Option<i64>) -> Result<(), Error> {
+        self.execute(
+            "INSERT INTO idempotency (key, request_hash, status, body, created_at, event_seq) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (key) \
+             DO UPDATE SET request_hash = excluded.request_hash, status = excluded.status, \
+             body = excluded.body, created_at = excluded.created_at, event_seq = excluded.event_seq",
+            args![&r.key, &r.request_hash, i64::from(r.status), &r.body, to_i64(r.created_at)?, event_seq],
+        )
+        .await
+        .map(|_| ())
     }
 }

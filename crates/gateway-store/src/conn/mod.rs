@@ -44,6 +44,12 @@ pub(crate) struct Conn<'a> {
     /// The keys of the signed bodies this unit of work wrote to `signed_bodies`: a signed
     /// batch's payments share one body, sent to the database once.
     pub(crate) bodies_kept: Vec<String>,
+    /// The key of the answer this unit of work decided, given the number of its last event
+    /// once the work is done (`Conn::number_answer`).
+    pub(crate) pending_answer: Option<String>,
+    /// The event number of an answer this unit of work found stored under its key and replays,
+    /// reported as the job's `ICN-Event-Seq`.
+    pub(crate) replayed: Option<u64>,
 }
 
 /// One statement parameter, bound alike on both backends.
@@ -343,7 +349,15 @@ fn is_word_byte(byte: u8) -> bool {
 
 impl<'a> Conn<'a> {
     pub(crate) fn new(db: Db<'a>) -> Self {
-        Self { db, appended: Vec::new(), pending_events: Vec::new(), touched: Vec::new(), bodies_kept: Vec::new() }
+        Self {
+            db,
+            appended: Vec::new(),
+            pending_events: Vec::new(),
+            touched: Vec::new(),
+            bodies_kept: Vec::new(),
+            pending_answer: None,
+            replayed: None,
+        }
     }
 
     fn is_sqlite(&self) -> bool {

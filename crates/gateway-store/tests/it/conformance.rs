@@ -9,7 +9,7 @@ use gateway_domain::ledger::{Idempotency, PaymentRequest, Replay, Stored};
 use gateway_domain::notifications::expand_fanouts;
 use gateway_domain::ports::{
     EventReads, HistoryQuery, LedgerReads, NotificationFanout, NotificationReads, SigningKeyRecord, TrustEdge,
-    TrustReads, transaction,
+    TrustReads, appended, transaction,
 };
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -117,12 +117,17 @@ async fn idempotent_payments(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let coop = f.coop("c1", 2).await;
     let key = |hash: &str| Some(Idempotency { key: "c1/k".into(), request_hash: hash.into() });
-    let first = f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1")).await.unwrap();
-    let again = f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1")).await.unwrap();
-    let Replay::Fresh(record) = first else { panic!("the first use of a key runs: {first:?}") };
-    // The replay is the stored domain result itself, read back exactly.
-    assert_eq!(again, Replay::Replayed(Stored::Decided(Ok(record.clone()))));
-    assert_eq!(f.ledger.stored_answer(&key("h1").unwrap()).await.unwrap(), Some(Stored::Decided(Ok(record))));
+    let (first, first_seq) = appended::track(f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1"))).await;
+    let (again, again_seq) = appended::track(f.ledger.pay(&coop, payment(0, 1, units(3)), key("h1"))).await;
+    let Replay::Fresh(record) = first.unwrap() else { panic!("the first use of a key runs") };
+    // The replay is the stored domain result itself, read back exactly, with the number of the
+    // event the first request appended (its `ICN-Event-Seq`), in the unit of work and outside.
+    assert_eq!(again.unwrap(), Replay::Replayed(Stored::Decided(Ok(record.clone()))));
+    assert_eq!(first_seq, Some(f.store.current_seq(&coop).await.unwrap()), "the payment's event");
+    assert_eq!(again_seq, first_seq, "a replay carries the first answer's event number");
+    let (stored, stored_seq) = appended::track(f.ledger.stored_answer(&key("h1").unwrap())).await;
+    assert_eq!(stored.unwrap(), Some(Stored::Decided(Ok(record))));
+    assert_eq!(stored_seq, first_seq, "the read before the unit of work finds it too");
     assert_eq!(balance(&f, &coop, 0).await, units(-3), "one payment only");
     let other = f.ledger.pay(&coop, payment(0, 1, units(4)), key("h2")).await;
     assert!(matches!(other, Err(Error::Conflict { .. })));
@@ -130,8 +135,9 @@ async fn idempotent_payments(backend: Backend) {
     let refusal_key = Some(Idempotency { key: "c1/refused".into(), request_hash: "r".into() });
     let refused = f.ledger.pay(&coop, payment(0, 1, units(5000)), refusal_key.clone()).await;
     let Err(refusal @ Error::InsufficientCredit { .. }) = refused else { panic!("{refused:?}") };
-    let replayed = f.ledger.pay(&coop, payment(0, 1, units(5000)), refusal_key).await.unwrap();
-    assert_eq!(replayed, Replay::Replayed(Stored::Decided(Err(refusal))));
+    let (replayed, refusal_seq) = appended::track(f.ledger.pay(&coop, payment(0, 1, units(5000)), refusal_key)).await;
+    assert_eq!(replayed.unwrap(), Replay::Replayed(Stored::Decided(Err(refusal))));
+    assert_eq!(refusal_seq, None, "a refusal appended no event");
     assert_eq!(balance(&f, &coop, 0).await, units(-3));
     // After 24 h the key may be used again.
     f.clock.advance_secs(24 * 3600 + 1);
@@ -965,6 +971,7 @@ async fn every_record_reads_back_as_written(backend: Backend) {
         status: 201,
         body: "{}".into(),
         created_at: at,
+        event_seq: None,
     };
     let notification = NotificationRecord {
         id: "n1".into(),
@@ -1127,7 +1134,12 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     let query = HistoryQuery { coop: coop.clone(), account: None, currency: None, page: PageRequest::default() };
     assert_eq!(store.history(&query).await.unwrap(), (vec![transaction_record], 1));
     assert_eq!(LedgerReads::rate(store, &coop, &hours(), &credits).await.unwrap(), Some(rate));
-    assert_eq!(store.idempotency("c1/k", 0).await.unwrap(), Some(answer));
+    // With the number of the last event the unit of work appended.
+    let last = store.current_seq(&coop).await.unwrap();
+    assert_eq!(
+        store.idempotency("c1/k", 0).await.unwrap(),
+        Some(IdempotencyRecord { event_seq: Some(last), ..answer })
+    );
     let (listed, total, unread) = store.notifications(&did(7), &coop, false, PageRequest::default()).await.unwrap();
     assert_eq!((listed, total, unread), (vec![NotificationRecord { read_at: Some(at + 5), ..notification }], 1, 0));
     assert!(GovReads::domains(store, &coop).await.unwrap().contains(&domain));
