@@ -114,6 +114,21 @@ async fn within_deadline<T>(read: impl std::future::Future<Output = Result<T, Er
     })
 }
 
+impl Store {
+    /// The transactions of `coop` a history filter matches ('' for "any account" or "any
+    /// currency"), kept by the triggers of migration 0021 as transactions are recorded, so a
+    /// page of history does not count the coop's history.
+    async fn history_count(&self, coop: &CoopId, account: &str, currency: &str) -> Result<u64, Error> {
+        let n: Option<i64> = self
+            .read_optional(
+                "SELECT n FROM history_counts WHERE coop_id = $1 AND account = $2 AND currency = $3",
+                args![coop.as_str(), account, currency],
+            )
+            .await?;
+        Ok(n.map_or(0, to_u64))
+    }
+}
+
 fn page_params(page: PageRequest) -> Result<(i64, i64), Error> {
     Ok((i64::from(page.limit), to_i64(page.offset)?))
 }
@@ -150,12 +165,11 @@ impl LedgerReads for Store {
              ORDER BY pos DESC \
              LIMIT $4 OFFSET $5"
         );
-        let count = format!("SELECT COUNT(*) FROM transactions WHERE {filter}");
         let account = q.account.as_deref();
         let currency = q.currency.as_ref().map(Currency::as_str);
         let rows: Vec<TransactionRow> =
             self.read_all(&list, args![q.coop.as_str(), account, currency, limit, offset]).await?;
-        let total: i64 = self.read_one(&count, args![q.coop.as_str(), account, currency]).await?;
+        let total = self.history_count(&q.coop, account.unwrap_or(""), currency.unwrap_or("")).await?;
         let mut items = Vec::with_capacity(rows.len());
         let (mut signed, mut pending) = (Vec::new(), Vec::new());
         for row in rows {
@@ -173,7 +187,7 @@ impl LedgerReads for Store {
                 items[index].request_signature = Some(evidence);
             }
         }
-        Ok((items, to_u64(total)))
+        Ok((items, total))
     }
 
     async fn balance_sums(&self) -> Result<Vec<(CoopId, Currency, Amount)>, Error> {
@@ -199,15 +213,14 @@ impl LedgerReads for Store {
     }
 
     async fn coop_ledger_stats(&self, coop: &CoopId) -> Result<(u64, Vec<Currency>), Error> {
-        let count: i64 =
-            self.read_one("SELECT COUNT(*) FROM transactions WHERE coop_id = $1", args![coop.as_str()]).await?;
+        let count = self.history_count(coop, "", "").await?;
         let currencies: Vec<String> = self
             .read_all(
                 "SELECT DISTINCT currency FROM balances WHERE coop_id = $1 ORDER BY currency",
                 args![coop.as_str()],
             )
             .await?;
-        Ok((to_u64(count), currencies.iter().map(|c| parse_currency(c)).collect::<Result<_, _>>()?))
+        Ok((count, currencies.iter().map(|c| parse_currency(c)).collect::<Result<_, _>>()?))
     }
 
     async fn unreconciled_accounts(&self) -> Result<u64, Error> {
@@ -326,18 +339,15 @@ impl NotificationReads for Store {
         );
         let rows: Vec<NotificationRow> =
             self.read_all(&list, args![recipient.as_str(), coop.as_str(), limit, offset]).await?;
-        let total: i64 = self
-            .read_one(
-                &format!("SELECT COUNT(*) FROM notifications WHERE {filter}"),
+        // Kept by the triggers of migration 0021 as the rows change.
+        let counts: Option<(i64, i64)> = self
+            .read_optional(
+                "SELECT total, unread FROM notification_counts WHERE recipient = $1 AND coop_id = $2",
                 args![recipient.as_str(), coop.as_str()],
             )
             .await?;
-        let unread: i64 = self
-            .read_one(
-                &format!("SELECT COUNT(*) FROM notifications WHERE {mine} AND read_at IS NULL"),
-                args![recipient.as_str(), coop.as_str()],
-            )
-            .await?;
+        let (total, unread) = counts.unwrap_or((0, 0));
+        let total = if unread_only { unread } else { total };
         Ok((rows.into_iter().map(notification_from_row).collect::<Result<_, _>>()?, to_u64(total), to_u64(unread)))
     }
 

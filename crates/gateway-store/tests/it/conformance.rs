@@ -1159,6 +1159,78 @@ async fn every_record_reads_back_as_written(backend: Backend) {
     assert_eq!(last.data.to_value(), serde_json::json!({ "k": "v" }));
 }
 
+/// The totals the list routes answer are kept as rows change (migration 0021), not counted on
+/// each read: after payments, batches and conversions (some refused), at once from several
+/// tasks, every history filter's total is the number of transactions it lists, and each
+/// member's notification totals follow fan-outs, reads and pruning.
+async fn kept_totals_equal_the_rows_they_count(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 4).await;
+    let eur = Currency::parse("eur").unwrap();
+    f.ledger.set_rate(&coop, &did(0), hours(), eur.clone(), Amount::from_micros(1_333_333)).await.unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let ops: Vec<Op> = (0..60)
+        .map(|i| {
+            let (from, to) = (rng.gen_range(0..4), rng.gen_range(0..4));
+            match i % 5 {
+                0 => Op::Convert { from, to, micros: rng.gen_range(1..5_000_000) },
+                1 => Op::Batch { atomic: i % 2 == 0, items: vec![(from, to, 1_000_000), (to, from, 2_000_000)] },
+                _ => Op::Pay { from, to, micros: rng.gen_range(1..900_000_000) },
+            }
+        })
+        .collect();
+    // Four tasks at once, each a share of the operations.
+    let shares: Vec<Vec<Op>> = (0..4).map(|k| ops.iter().skip(k).step_by(4).cloned().collect()).collect();
+    join_all(shares.into_iter().map(|share| run_ops(&f, share))).await;
+
+    let all = PageRequest { limit: 100, offset: 0 };
+    let exchange = format!("coop:{coop}:exchange");
+    let mut accounts: Vec<Option<String>> = (0..4).map(|n| Some(did(n).to_string())).collect();
+    accounts.extend([None, Some(exchange), Some("did:key:nobody".to_owned())]);
+    let (unfiltered, _) =
+        f.ledger.history(HistoryQuery { coop: coop.clone(), account: None, currency: None, page: all }).await.unwrap();
+    assert!(unfiltered.len() > 20 && unfiltered.len() < 100, "{} transactions", unfiltered.len());
+    for account in &accounts {
+        for currency in [None, Some(hours()), Some(eur.clone()), Some(Currency::parse("none").unwrap())] {
+            let query =
+                HistoryQuery { coop: coop.clone(), account: account.clone(), currency: currency.clone(), page: all };
+            let (items, total) = f.ledger.history(query).await.unwrap();
+            assert_eq!(total, items.len() as u64, "{backend:?}: account {account:?}, currency {currency:?}");
+        }
+    }
+    let (count, _) = f.store.coop_ledger_stats(&coop).await.unwrap();
+    assert_eq!(count, unfiltered.len() as u64, "the coop's transaction count");
+
+    // Notifications: fan-outs, one read, all read, pruned.
+    for round in 0..3 {
+        insert_fanout(&f, fanout(&coop, &[5, 6, 7], &format!("n{round}"))).await;
+    }
+    insert_fanout(&f, fanout(&coop, &[6], "only six")).await;
+    let inbox = |n: u32, unread_only: bool| {
+        let (f, coop) = (&f, coop.clone());
+        async move { f.notifications.list(&did(n), &coop, unread_only, all).await.unwrap() }
+    };
+    let six = inbox(6, false).await;
+    assert_eq!((six.total, six.unread, six.items.len()), (4, 4, 4));
+    f.notifications.mark_read(&did(6), &coop, &six.items[0].id).await.unwrap();
+    f.notifications.mark_read(&did(6), &coop, &six.items[0].id).await.unwrap();
+    let unread = inbox(6, true).await;
+    assert_eq!((unread.total, unread.unread, unread.items.len()), (3, 3, 3), "read once, counted once");
+    assert_eq!(f.notifications.mark_all_read(&did(7), &coop).await.unwrap(), 3);
+    let seven = inbox(7, false).await;
+    assert_eq!((seven.total, seven.unread), (3, 0));
+    // Past the retention of read notifications, pruning drops them from the totals too.
+    f.clock.advance_secs(40 * 24 * 3600);
+    assert_eq!(f.notifications.prune_old().await.unwrap(), 4, "member 6's read one, member 7's three");
+    assert_eq!(inbox(7, false).await.total, 0);
+    for n in 5..=7 {
+        let listed = inbox(n, false).await;
+        assert_eq!(listed.total, listed.items.len() as u64, "member {n} after pruning");
+        let unread = inbox(n, true).await;
+        assert_eq!((unread.total, unread.unread), (unread.items.len() as u64, unread.items.len() as u64));
+    }
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -1193,4 +1265,5 @@ conformance!(
     concurrent_appends_are_numbered_without_gaps,
     every_record_reads_back_as_written,
     a_signed_batch_keeps_its_body_once,
+    kept_totals_equal_the_rows_they_count,
 );
