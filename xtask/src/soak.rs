@@ -3,12 +3,15 @@
 //! latency that drifts.
 //!
 //! The load runs at a steady, moderate rate (not saturation, so latency means something): balance
-//! reads, durable payments, real logins (challenge and verify, signed by the generator, from many
+//! reads, every other read route a member uses (history whole and filtered, notifications, the
+//! coop's stats and members, proposals, tasks, coops, a trust score, the log's checkpoint; 10 a
+//! second each), durable payments, real logins (challenge and verify, signed by the generator, from many
 //! addresses through the trusted-proxy header), WebSocket subscribers following the coop's
 //! events, and a governance cycle (create, open, vote, close). Every minute it samples the
 //! server's resident memory, the database and WAL sizes, the errors and each operation's p99,
 //! and at the end it reports the memory growth per minute after warm-up (a least-squares slope),
-//! the p99 drift between the first minutes after warm-up and the last, and the error count.
+//! the p99 drift of each operation (each read route on its own) between the first third of the
+//! minutes after warm-up and the last, and the error count.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,6 +29,7 @@ use crate::client::{Connection, Server, rss};
 const SECRET: &str = "soak-secret-soak-secret-soak-secret!!";
 const COOP: &str = "soak";
 /// Payers: 20 payments a second spread over them stay under the velocity limit (200 an hour).
+/// Members 20–30 also read a route each, and 100–199 take turns at governance.
 const PAYERS: usize = 512;
 /// The minutes at the start not counted in the growth and drift figures.
 const WARM_UP: usize = 3;
@@ -63,13 +67,35 @@ struct Sample {
     p99: Vec<f64>,
 }
 
-/// Per operation kind: reads, payments, logins, governance.
+/// Per operation kind (see [`KINDS`]).
 struct Recorder {
-    windows: Mutex<[Window; 4]>,
+    windows: Mutex<Vec<Window>>,
     events: AtomicU64,
 }
 
-const KINDS: [&str; 4] = ["read", "payment", "login", "governance"];
+/// The operation kinds: every read route a member uses (a balance, history whole and filtered,
+/// notifications, the coop's stats, members, proposals, tasks, the member's coops, a trust
+/// score, the log's checkpoint), then the writes. Each has its p99 per minute and its drift.
+const KINDS: [&str; 14] = [
+    "balance",
+    "history",
+    "history (one member)",
+    "notifications",
+    "coop stats",
+    "members",
+    "proposals",
+    "tasks",
+    "coops",
+    "trust score",
+    "log checkpoint",
+    "payment",
+    "login",
+    "governance",
+];
+/// The indexes of the write kinds in [`KINDS`].
+const PAYMENT: usize = 11;
+const LOGIN: usize = 12;
+const GOVERNANCE: usize = 13;
 
 impl Recorder {
     async fn record(&self, kind: usize, started: Instant, ok: bool) {
@@ -81,8 +107,9 @@ impl Recorder {
         }
     }
 
-    async fn take(&self) -> [Window; 4] {
-        std::mem::take(&mut *self.windows.lock().await)
+    async fn take(&self) -> Vec<Window> {
+        let fresh = (0..KINDS.len()).map(|_| Window::default()).collect();
+        std::mem::replace(&mut *self.windows.lock().await, fresh)
     }
 }
 
@@ -168,7 +195,8 @@ async fn run(options: Options) -> Result<bool, String> {
         }
     }
     println!("soak: {} minutes against {addr} (SQLite {}), warm-up {WARM_UP} minutes", options.minutes, db.display());
-    let recorder = Arc::new(Recorder { windows: Mutex::default(), events: AtomicU64::new(0) });
+    let windows = (0..KINDS.len()).map(|_| Window::default()).collect();
+    let recorder = Arc::new(Recorder { windows: Mutex::new(windows), events: AtomicU64::new(0) });
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     // Balance reads: 4 connections × ~250 a second.
@@ -179,16 +207,45 @@ async fn run(options: Options) -> Result<bool, String> {
             (0, "GET", path, Some(token(&did(reader), &["ledger:read"])), None, 200)
         })));
     }
+    // Every other read route: a connection each, 10 a second, each as a member of its own (the
+    // per-DID limit is 1,000 requests a minute), paid like everyone: its notifications grow.
+    let routes: [(usize, String); 10] = [
+        (1, format!("/v1/ledger/{COOP}/history?limit=20")),
+        (2, format!("/v1/ledger/{COOP}/history?limit=20&did={}", did(1))),
+        (3, "/v1/notifications?limit=20".to_owned()),
+        (4, format!("/v1/coops/{COOP}/stats")),
+        (5, format!("/v1/coops/{COOP}/members?limit=20")),
+        (6, "/v1/gov/proposals?limit=20".to_owned()),
+        (7, "/v1/compute/tasks?limit=20".to_owned()),
+        (8, "/v1/coops".to_owned()),
+        (9, format!("/v1/trust/{}/score", did(1))),
+        (10, format!("/v1/coops/{COOP}/log/checkpoint")),
+    ];
+    for (kind, path) in routes {
+        let reader = token(&did(20 + kind), &["coop:read", "ledger:read", "gov:read", "trust:read"]);
+        // The log's checkpoint is 404 until the coop's log is signed (no keystore here).
+        let expected = if kind == 10 { 404 } else { 200 };
+        tasks.push(tokio::spawn(paced(addr.clone(), recorder.clone(), stop.clone(), 10.0, move |_| {
+            (kind, "GET", path.clone(), Some(reader.clone()), None, expected)
+        })));
+    }
     // Payments: 20 a second.
     tasks.push(tokio::spawn(paced(addr.clone(), recorder.clone(), stop.clone(), 20.0, |i| {
         let payer = 1 + i % (PAYERS - 1);
         let body = json!({ "from": did(payer), "to": did(1 + (payer % (PAYERS - 1))), "amount": 0.01 });
-        (1, "POST", format!("/v1/ledger/{COOP}/payment"), Some(token(&did(payer), &["ledger:write"])), Some(body), 201)
+        (
+            PAYMENT,
+            "POST",
+            format!("/v1/ledger/{COOP}/payment"),
+            Some(token(&did(payer), &["ledger:write"])),
+            Some(body),
+            201,
+        )
     })));
     // Logins: 2 a second, each from its own address.
     tasks.push(tokio::spawn(logins(addr.clone(), recorder.clone(), stop.clone())));
     // Governance: a cycle every 5 seconds.
-    tasks.push(tokio::spawn(governance(addr.clone(), recorder.clone(), stop.clone(), admin.clone())));
+    tasks.push(tokio::spawn(governance(addr.clone(), recorder.clone(), stop.clone())));
     // WebSocket subscribers.
     for s in 0..16 {
         tasks.push(tokio::spawn(subscriber(
@@ -201,10 +258,8 @@ async fn run(options: Options) -> Result<bool, String> {
 
     let pid = server.pid();
     let wal = dir.join("soak.db-wal");
-    println!(
-        "\n| minute | RSS MB | db MB | WAL MB | events | errors | p99 read ms | p99 payment ms | p99 login ms | p99 governance ms |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("\n| minute | RSS MB | db MB | WAL MB | events | errors | p99 ms: {} |", KINDS.join(" / "));
+    println!("|---|---|---|---|---|---|---|");
     let mut samples = Vec::new();
     let started = Instant::now();
     for minute in 1..=options.minutes {
@@ -220,17 +275,15 @@ async fn run(options: Options) -> Result<bool, String> {
             errors,
             p99,
         };
+        let p99: Vec<String> = sample.p99.iter().map(|ms| format!("{ms:.2}")).collect();
         println!(
-            "| {minute} | {:.1} | {:.1} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {minute} | {:.1} | {:.1} | {:.1} | {} | {} | {} |",
             sample.rss as f64 / 1e6,
             sample.db as f64 / 1e6,
             sample.wal as f64 / 1e6,
             sample.events,
             sample.errors,
-            sample.p99[0],
-            sample.p99[1],
-            sample.p99[2],
-            sample.p99[3]
+            p99.join(" / ")
         );
         samples.push(sample);
     }
@@ -253,12 +306,14 @@ async fn run(options: Options) -> Result<bool, String> {
     println!("\nRSS growth after warm-up: {slope:.3} MB/min (target < 1)");
     println!("errors: {errors} (target 0)");
     let mut drift_ok = true;
+    println!("\n| operation | p99 first third after warm-up, ms | p99 last third, ms | drift (target < 20 %) |");
+    println!("|---|---|---|---|");
     for (kind, name) in KINDS.iter().enumerate() {
         let first = mean_p99(&steady[..span], kind);
         let last = mean_p99(&steady[steady.len() - span..], kind);
         let drift = if first > 0.0 { (last - first) / first } else { 0.0 };
         drift_ok &= drift < 0.2;
-        println!("p99 {name}: {first:.2} ms → {last:.2} ms, drift {:+.1} % (target < 20 %)", drift * 100.0);
+        println!("| {name} | {first:.2} | {last:.2} | {:+.1} % |", drift * 100.0);
     }
     println!("database {:.1} MB, WAL {:.1} MB at the end", size(&db) as f64 / 1e6, size(&wal) as f64 / 1e6);
     drop(server);
@@ -325,35 +380,63 @@ async fn logins(addr: String, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) {
             }
             None => false,
         };
-        recorder.record(2, started, ok).await;
+        recorder.record(LOGIN, started, ok).await;
     }
 }
 
-async fn governance(addr: String, recorder: Arc<Recorder>, stop: Arc<AtomicBool>, admin: String) {
+/// A governance cycle every 5 s, each by the next of 100 members in turn (an author may open 20
+/// proposals an hour in a coop).
+async fn governance(addr: String, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) {
     let Ok(mut conn) = Connection::open(&addr).await else { return };
     let mut tick = tokio::time::interval(Duration::from_secs(5));
+    let mut cycle = 0;
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
+        let admin = token(&did(100 + cycle % 100), &["gov:read", "gov:write"]);
+        cycle += 1;
         let started = Instant::now();
         let proposal = json!({ "domain_id": "coop", "title": "soak", "description": "d", "payload": { "type": "text", "content": "c" } });
         let ok = async {
-            let (status, body) = conn.send("POST", "/v1/gov/proposals", Some(&admin), Some(&proposal)).await.ok()?;
+            let (status, body) = conn
+                .send("POST", "/v1/gov/proposals", Some(&admin), Some(&proposal))
+                .await
+                .map_err(|e| eprintln!("soak: POST /v1/gov/proposals: {e}"))
+                .ok()?;
+            if status != 201 {
+                eprintln!("soak: POST /v1/gov/proposals: {status} {}", String::from_utf8_lossy(&body));
+            }
             let id = (status == 201).then(|| serde_json::from_slice::<Value>(&body).ok())??["proposal_id"]
                 .as_str()?
                 .to_owned();
+            // Open and close take no body (one they do not read ends the connection after the
+            // answer: `Connection: close`).
             for (path, body) in [
-                (format!("/v1/gov/proposals/{id}/open"), json!({})),
-                (format!("/v1/gov/proposals/{id}/vote"), json!({ "choice": "for" })),
-                (format!("/v1/gov/proposals/{id}/close"), json!({})),
+                (format!("/v1/gov/proposals/{id}/open"), None),
+                (format!("/v1/gov/proposals/{id}/vote"), Some(json!({ "choice": "for" }))),
+                (format!("/v1/gov/proposals/{id}/close"), None),
             ] {
-                let (status, _) = conn.send("POST", &path, Some(&admin), Some(&body)).await.ok()?;
-                (status == 200).then_some(())?;
+                let (status, answer) = conn
+                    .send("POST", &path, Some(&admin), body.as_ref())
+                    .await
+                    .map_err(|e| eprintln!("soak: POST {path}: {e}"))
+                    .ok()?;
+                if status != 200 {
+                    eprintln!("soak: POST {path}: {status} {}", String::from_utf8_lossy(&answer));
+                    return None;
+                }
             }
             Some(())
         }
         .await
         .is_some();
-        recorder.record(3, started, ok).await;
+        recorder.record(GOVERNANCE, started, ok).await;
+        if !ok {
+            // A connection the server closed (or left mid-answer) is not used again.
+            match Connection::open(&addr).await {
+                Ok(fresh) => conn = fresh,
+                Err(_) => return,
+            }
+        }
     }
 }
 
