@@ -287,6 +287,10 @@ pub struct Store {
     tasks: Vec<tokio::task::AbortHandle>,
     /// This replica's announcements of its commits to the others (PostgreSQL).
     announcer: Option<Arc<writer::Announcer>>,
+    /// PostgreSQL: the connections of reads, apart from the units of work's (the pool of
+    /// `Backend::Postgres`), so that a read never waits for a connection behind writes that
+    /// queue on a coop's row (see [`StoreOptions::postgres_max_connections`]).
+    pub(crate) read_pool: Option<PgPool>,
     /// Woken when a replica (this one included) committed a trust-edge change (PostgreSQL).
     trust_changes: Arc<tokio::sync::Notify>,
     /// The outcome of the latest store-level writes, for readiness.
@@ -309,10 +313,19 @@ impl Drop for Store {
 /// How a store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// The most connections a PostgreSQL pool opens, the event listener's included. Several
-    /// replicas share the server's `max_connections` (100 by default): size it for replicas ×
-    /// (this + 1), a spare each (docs/DEPLOYMENT.md §7).
+    /// The most connections a replica opens to PostgreSQL, besides its event listener's: a
+    /// quarter of them (at least one) for reads, the rest for units of work, so that reads never
+    /// queue behind writes. Several replicas share the server's `max_connections` (100 by
+    /// default): size it for replicas × (this + 1), a spare each (docs/DEPLOYMENT.md §7).
     pub postgres_max_connections: u32,
+}
+
+/// The connections of units of work and of reads among `max` (at least 2): a quarter, at least
+/// one, for reads.
+fn split_connections(max: u32) -> (u32, u32) {
+    let max = max.max(2);
+    let reads = (max / 4).max(1);
+    (max - reads, reads)
 }
 
 impl Default for StoreOptions {
@@ -387,6 +400,7 @@ impl Store {
                     feed,
                     tasks: Vec::new(),
                     announcer: None,
+                    read_pool: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
                     reach: health::Reachability::default(),
@@ -416,13 +430,17 @@ impl Store {
                         )));
                     }
                 }
-                let pool = PgPoolOptions::new()
-                    .max_connections(options.postgres_max_connections.max(1))
-                    // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
-                    .acquire_timeout(Duration::from_secs(1))
-                    .connect(url)
-                    .await
-                    .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))?;
+                let (writes, reads) = split_connections(options.postgres_max_connections);
+                let pool = |size: u32| async move {
+                    PgPoolOptions::new()
+                        .max_connections(size)
+                        // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
+                        .acquire_timeout(Duration::from_secs(1))
+                        .connect(url)
+                        .await
+                        .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))
+                };
+                let (pool, read_pool) = (pool(writes).await?, pool(reads).await?);
                 sqlx::migrate!("./migrations/postgres")
                     .run(&pool)
                     .await
@@ -432,13 +450,15 @@ impl Store {
                     tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone(), trust_changes.clone()))
                         .abort_handle();
                 let announcer = Arc::<writer::Announcer>::default();
-                let announcing = tokio::spawn(announcer.clone().run(pool.clone())).abort_handle();
+                // Announced over the reads' connections: never behind writes queued on a row.
+                let announcing = tokio::spawn(announcer.clone().run(read_pool.clone())).abort_handle();
                 Ok(Self {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
                     tasks: vec![listener, announcing],
                     announcer: Some(announcer),
+                    read_pool: Some(read_pool),
                     trust_changes,
                     write_health: health::WriteHealth::default(),
                     reach: health::Reachability::default(),
@@ -459,7 +479,7 @@ impl Store {
     /// `SqliteDb::open_connections`), for `icn_network_connections_active`.
     pub fn backend_connections(&self) -> usize {
         match &self.backend {
-            Backend::Postgres(pool) => pool.size() as usize,
+            Backend::Postgres(pool) => (pool.size() + self.read_pool.as_ref().map_or(0, PgPool::size)) as usize,
             Backend::Sqlite(db) => db.open_connections(),
         }
     }

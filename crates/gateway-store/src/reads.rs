@@ -94,10 +94,12 @@ impl Store {
     pub(crate) async fn connect_reader(&self) -> Result<Reader<'_>, Error> {
         match &self.backend {
             Backend::Sqlite(db) => Ok(Reader::Sqlite(db.reader().await?)),
-            Backend::Postgres(pool) => Ok(Reader::Postgres(pool.acquire().await.map_err(|e| {
-                metrics::counter!("icn_network_messages_failed_total", "backend" => "database").increment(1);
-                db_error(e)
-            })?)),
+            Backend::Postgres(writes) => {
+                Ok(Reader::Postgres(self.read_pool.as_ref().unwrap_or(writes).acquire().await.map_err(|e| {
+                    metrics::counter!("icn_network_messages_failed_total", "backend" => "database").increment(1);
+                    db_error(e)
+                })?))
+            }
         }
     }
 }

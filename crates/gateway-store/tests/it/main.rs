@@ -8,5 +8,6 @@ mod conformance;
 mod files;
 mod history;
 mod nonces;
+mod pools;
 mod races;
 mod support;
