@@ -15,6 +15,10 @@
 //! - `cluster`: balance reads and payments on PostgreSQL: one replica without Redis, one with
 //!   Redis, three with Redis, alternated (needs the local PostgreSQL and Redis, or
 //!   `GATEWAY_TEST_POSTGRES_URL` and `GATEWAY_TEST_REDIS_URL`);
+//! - `postgres`: durable payments on PostgreSQL against `pgbench -b tpcb-like` at scale 1 and at
+//!   the number of coops, through HAProxy (when installed): one replica and three with Redis for
+//!   one coop, one replica for 64 coops, with the ratios the cluster's goals name (see
+//!   `bench/postgres.rs`; needs `pgbench` and `psql`);
 //! - `ceiling` (alias `peer`): the authenticated balance read against the gateway, the HAProxy
 //!   peer of `xtask/peers/` (when `haproxy` is installed), a bare axum server answering the same
 //!   body and axum with an HS256 check (`cargo xtask baseline bare|jwt`, children of this
@@ -49,6 +53,7 @@ mod export;
 mod log;
 mod login;
 mod mixed;
+mod postgres;
 
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
@@ -75,7 +80,8 @@ const READERS: usize = 4096;
 
 /// The scenarios `--scenario` accepts.
 const SCENARIOS: &[&str] = &[
-    "all", "payments", "balance", "metrics", "signing", "cluster", "ceiling", "peer", "login", "mixed", "log", "export",
+    "all", "payments", "balance", "metrics", "signing", "cluster", "postgres", "ceiling", "peer", "login", "mixed",
+    "log", "export",
 ];
 
 struct Options {
@@ -468,10 +474,16 @@ async fn drive(addr: &str, kind: Kind, connections: usize, seconds: u64) -> Resu
 /// ends when the budget does rather than counting refusals; the rate is then over the time
 /// until the last connection stopped.
 async fn drive_all(addrs: &[String], kind: Kind, connections: usize, seconds: u64) -> Result<Figures, String> {
+    let work = (0..connections).map(|c| work(kind, c, connections)).collect();
+    drive_work(addrs, kind, work, seconds).await
+}
+
+/// One closed loop per list of `work` (connection `c` to `addrs[c % addrs.len()]`), for
+/// `seconds`; a payments loop stops early when its payers have made their hour's payments.
+async fn drive_work(addrs: &[String], kind: Kind, work: Vec<Vec<Work>>, seconds: u64) -> Result<Figures, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for c in 0..connections {
-        let work = work(kind, c, connections);
+    for (c, work) in work.into_iter().enumerate() {
         let budget =
             matches!(kind, Kind::Payments | Kind::SignedPayments).then(|| work.len() * PAYMENTS_PER_PAYER_HOUR);
         tasks.push(tokio::spawn(request_loop(addrs[c % addrs.len()].clone(), kind, work, budget, stop.clone())));
@@ -605,6 +617,9 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
     if options.wants("cluster") {
         cluster(options, table).await?;
     }
+    if options.wants("postgres") {
+        postgres::scenario(options, &dir.join("postgres"), table).await?;
+    }
     if options.wants("ceiling") {
         ceiling::scenario(options, &dir.join("ceiling"), table).await?;
     }
@@ -635,6 +650,8 @@ fn fresh_schema(base: &str, name: &str) -> Result<String, String> {
             "-c",
             &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
         ])
+        // Not the NOTICE that the schema to drop does not exist.
+        .env("PGOPTIONS", "-c client_min_messages=warning")
         .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("psql: {e}"))?;
