@@ -93,10 +93,16 @@ struct Options {
     quick: bool,
     /// `ceiling` only: the generator on CPU 0 and every system under test on CPU 1 (`taskset`).
     pinned: bool,
+    /// `--gatewayd PATH`: the gateway binary to measure instead of this checkout's build (an
+    /// earlier commit's, to compare two builds run after run).
+    gatewayd: Option<std::path::PathBuf>,
 }
 
 impl Options {
     fn binary(&self) -> std::path::PathBuf {
+        if let Some(path) = &self.gatewayd {
+            return path.clone();
+        }
         let profile = if self.quick { "debug" } else { "release" };
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../target").join(profile).join("gatewayd")
     }
@@ -108,8 +114,15 @@ impl Options {
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut options =
-        Options { seconds: 10, connections: 64, scenario: "all".into(), rounds: 3, quick: false, pinned: false };
+    let mut options = Options {
+        seconds: 10,
+        connections: 64,
+        scenario: "all".into(),
+        rounds: 3,
+        quick: false,
+        pinned: false,
+        gatewayd: None,
+    };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "--pinned" {
@@ -129,6 +142,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--connections" => options.connections = value.parse().map_err(|_| "--connections takes a number")?,
             "--scenario" => options.scenario = value.clone(),
             "--rounds" => options.rounds = value.parse().map_err(|_| "--rounds takes a number")?,
+            "--gatewayd" => options.gatewayd = Some(value.into()),
             other => return Err(format!("unknown option {other}")),
         }
     }

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Some("swagger-check") => swagger_check::main(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask swagger-check\n       cargo xtask bench [--quick] [--seconds N] [--connections N] [--rounds N] [--scenario payments|balance|metrics|signing|cluster|postgres|ceiling|peer|login|mixed|log|export|all]\n       cargo xtask baseline bare|jwt [--listen ADDR] [--body JSON]\n       cargo xtask soak [--minutes N]"
+                "usage: cargo xtask test [cargo test args…]\n       cargo xtask api-check [--max-examples N] [--seed N]\n       cargo xtask swagger-check\n       cargo xtask bench [--quick] [--seconds N] [--connections N] [--rounds N] [--gatewayd PATH] [--scenario payments|balance|metrics|signing|cluster|postgres|ceiling|peer|login|mixed|log|export|all]\n       cargo xtask baseline bare|jwt [--listen ADDR] [--body JSON]\n       cargo xtask soak [--minutes N]"
             );
             ExitCode::from(2)
         }
