@@ -43,6 +43,10 @@ pub const PROOF_WAIT: Duration = Duration::from_secs(5);
 /// cosignatures once the witness is back).
 pub const WITNESS_RETRY: Duration = Duration::from_secs(5);
 
+/// The shortest time between two rounds of one coop's log (see [`Log::run`]): a checkpoint
+/// still covers a commit within 1 s (INTERFACE.md §12).
+pub const ROUND_INTERVAL: Duration = Duration::from_millis(250);
+
 /// The log's configuration.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -396,14 +400,28 @@ impl Log {
     /// Runs the checkpointer until the process ends: each committed event's coop is
     /// checkpointed within a few hundred milliseconds, and every `sweep` the store is asked which
     /// coops are behind (events announced by another replica, a missed signal, a restart).
+    ///
+    /// A coop has at most one round every [`ROUND_INTERVAL`]: its events of that time share one
+    /// round (one transaction that copies them, hashes their tiles and signs), however many coops
+    /// are busy. Without it, a round per coop per batch of commits cost more than the payments
+    /// themselves once many coops paid at once (docs/PERFORMANCE.md, "`postgres`").
     pub async fn run(self, feed: Arc<dyn EventFeed>) {
         let mut signals = feed.subscribe();
         let mut sweep = tokio::time::interval(self.config.sweep);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing: BTreeSet<CoopId> = BTreeSet::new();
+        // When each coop's last round started, and the coops whose next round waits for it.
+        let mut last_round: std::collections::HashMap<CoopId, tokio::time::Instant> = Default::default();
+        let mut waiting: BTreeSet<CoopId> = BTreeSet::new();
         loop {
             let mut coops = BTreeSet::new();
+            let next_due = waiting
+                .iter()
+                .filter_map(|coop| last_round.get(coop).map(|at| *at + ROUND_INTERVAL))
+                .min()
+                .unwrap_or_else(|| tokio::time::Instant::now() + self.config.sweep);
             tokio::select! {
+                () = tokio::time::sleep_until(next_due), if !waiting.is_empty() => {}
                 _ = sweep.tick() => {
                     self.retry_witnesses();
                     match self.behind().await {
@@ -422,7 +440,15 @@ impl Log {
             while let Ok(signal) = signals.try_recv() {
                 coops.insert(signal.coop_id);
             }
-            for coop in coops {
+            // A coop whose last round is too recent waits for its turn; those whose turn came run.
+            let now = tokio::time::Instant::now();
+            coops.append(&mut waiting);
+            let (ready, later): (Vec<CoopId>, Vec<CoopId>) =
+                coops.into_iter().partition(|coop| last_round.get(coop).is_none_or(|at| *at + ROUND_INTERVAL <= now));
+            waiting.extend(later);
+            last_round.retain(|_, at| *at + ROUND_INTERVAL > now);
+            for coop in ready {
+                last_round.insert(coop.clone(), tokio::time::Instant::now());
                 match self.checkpoint(&coop).await {
                     Ok(_) => {
                         failing.remove(&coop);
