@@ -50,9 +50,13 @@ impl Drop for SmallDisk {
 /// Fills the disk with one file until it is full; returns the file.
 fn fill(dir: &Path) -> PathBuf {
     let path = dir.join("filler");
-    let mut file = std::fs::File::create(&path).unwrap();
-    let block = vec![0u8; 64 * 1024];
-    while file.write_all(&block).is_ok() {}
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    // Down to the last byte: a disk with a few kilobytes left still takes a small commit (the
+    // readiness probe's), and the gateway is rightly ready again.
+    for size in [64 * 1024, 4096, 512, 1] {
+        let block = vec![0u8; size];
+        while file.write_all(&block).is_ok() {}
+    }
     let _ = file.flush();
     path
 }
@@ -89,7 +93,17 @@ async fn a_full_disk_makes_the_gateway_unready_until_a_commit_succeeds() {
         }
     }
     assert!(refused.is_some(), "the full disk never refused a payment");
-    let (status, body) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+    // What the refused payment left unwritten is free again: fill it too.
+    fill(disk.path());
+    // Unready by the next probe at the latest (one may have committed before the last fill).
+    let full = Instant::now();
+    let (status, body) = loop {
+        let (status, body) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
+        if status == 503 || full.elapsed() > Duration::from_secs(3) {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!((status, body["code"].as_str()), (503, Some("SERVICE_UNAVAILABLE")), "not ready: {body}");
     let (status, _) = json_request(&gateway.api, "GET", "/v1/coops/full", None, Some(&token)).await;
     assert_eq!(status, 200, "reads go on");
