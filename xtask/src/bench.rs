@@ -652,6 +652,32 @@ async fn scenarios(options: &Options, dir: &Path, table: &mut Table) -> Result<(
     Ok(())
 }
 
+/// A child process (HAProxy) killed when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits up to 5 s until `addr` accepts connections; an error naming `what` if `child` exits
+/// first or the time runs out.
+fn wait_listening(child: &mut std::process::Child, addr: &str, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{what} exited: {status}"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what} did not listen within 5 s"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// A fresh PostgreSQL schema for one configuration of the cluster scenario; its URL.
 fn fresh_schema(base: &str, name: &str) -> Result<String, String> {
     let schema = format!("bench_{name}_{}", std::process::id());

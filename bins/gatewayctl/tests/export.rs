@@ -2,93 +2,15 @@
 //! books land in the file only when complete, members export only themselves, and bad dates are
 //! refused before any request.
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::sync::Arc;
-use std::time::Duration;
+mod support;
 
-use gateway_auth::TokenConfig;
-use gateway_core::SystemClock;
-use gateway_http::state::AssembleOptions;
-use gateway_http::{CorsMode, HttpConfig};
-use gateway_store::{Store, StoreSpec};
+use gateway_store::StoreSpec;
 use serde_json::Value;
-
-async fn ctl(args: &[String]) -> Output {
-    let args = args.to_vec();
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gatewayctl"))
-            .args(&args)
-            .env_remove("GATEWAYCTL_URL")
-            .env_remove("GATEWAYCTL_KEY")
-            .env_remove("GATEWAYCTL_COOP")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-async fn ok(args: &[String]) -> String {
-    let output = ctl(args).await;
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "{args:?} failed:\n{said}");
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A gateway over an in-memory store; its URL and state (whose log signs on demand).
-async fn gateway() -> (String, gateway_http::AppState) {
-    let store = Arc::new(Store::open(&StoreSpec::Memory).await.unwrap());
-    let options = AssembleOptions {
-        token: TokenConfig::with_secret("cli-export-secret-cli-export-secret"),
-        challenge_ttl_secs: 300,
-        open_enrollment: false,
-        trust_anchors: vec![],
-        trust_default: 0.9,
-        trusted_proxies: vec![],
-        http: HttpConfig { cors: CorsMode::Development, tls: false, version: "test", ..HttpConfig::default() },
-        clock: Arc::new(SystemClock),
-        limiter_clock: Arc::new(gateway_limits::ManualClock::new()),
-        membership_ttl: Duration::ZERO,
-        receipt_keys: Arc::new(gateway_domain::governance::MemoryReceiptKeys::new([6; 32])),
-        log: gateway_domain::log::LogConfig::default(),
-        cluster: None,
-        nonces: None,
-    };
-    let state = gateway_http::state::assemble(store, options).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = gateway_http::router(state.clone());
-    tokio::spawn(async move { gateway_http::serve(listener, app, std::future::pending()).await });
-    (url, state)
-}
-
-struct Member {
-    key: PathBuf,
-    did: String,
-}
-
-impl Member {
-    async fn new(dir: &Path, name: &str) -> Self {
-        let key = dir.join(name).join("key.json");
-        let args = ["--key", key.to_str().unwrap(), "key", "generate", "--json"].map(str::to_owned);
-        let shown: Value = serde_json::from_str(&ok(&args).await).unwrap();
-        Self { did: shown["did"].as_str().unwrap().to_owned(), key }
-    }
-
-    /// `args` as this member in `bakery` at `url`.
-    fn run(&self, url: &str, args: &[&str]) -> Vec<String> {
-        ["--gateway", url, "--key", self.key.to_str().unwrap(), "--coop", "bakery"]
-            .iter()
-            .chain(args)
-            .map(|a| (*a).to_owned())
-            .collect()
-    }
-}
+use support::{Member, ctl, gateway_on, ok};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_writes_the_books_only_when_complete_and_members_only_their_own() {
-    let (url, state) = gateway().await;
+    let (url, state) = gateway_on(&StoreSpec::Memory).await;
     let dir = tempfile::tempdir().unwrap();
     let admin = Member::new(dir.path(), "admin").await;
     let baker = Member::new(dir.path(), "baker").await;

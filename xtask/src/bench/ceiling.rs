@@ -14,11 +14,10 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use super::{
-    COOP, Kind, Options, PAYERS, PAYMENTS_PER_PAYER_HOUR, SECRET, Summary, Table, did, drive, payment, setup,
+    COOP, Killed, Kind, Options, PAYERS, PAYMENTS_PER_PAYER_HOUR, SECRET, Summary, Table, did, drive, payment, setup,
     start_gateway, token,
 };
 use crate::client::{Connection, Server};
@@ -33,19 +32,9 @@ const SUBJECTS: usize = 2000;
 /// How long each system is warmed up before the first round (at most `--seconds`).
 const WARM_UP_SECONDS: u64 = 2;
 
-/// A child process killed when dropped (the HAProxy peer).
-struct Peer(Child);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the HAProxy peer on a free port; `Ok(None)`, with a note, when `haproxy` is not
 /// installed.
-fn start_peer(core: Option<&str>) -> Result<Option<(Peer, String)>, String> {
+fn start_peer(core: Option<&str>) -> Result<Option<(Killed, String)>, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("finding a free port: {e}"))?
@@ -60,7 +49,7 @@ fn start_peer(core: Option<&str>) -> Result<Option<(Peer, String)>, String> {
         .stderr(Stdio::null())
         .spawn();
     let mut peer = match child {
-        Ok(child) => Peer(child),
+        Ok(child) => Killed(child),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             println!("\n(haproxy is not installed: `apt-get install -y haproxy` for the peer comparison)\n");
             return Ok(None);
@@ -68,16 +57,7 @@ fn start_peer(core: Option<&str>) -> Result<Option<(Peer, String)>, String> {
         Err(e) => return Err(format!("starting haproxy: {e}")),
     };
     let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if let Ok(Some(status)) = peer.0.try_wait() {
-            return Err(format!("haproxy -f {} exited: {status}", config.display()));
-        }
-        if Instant::now() > deadline {
-            return Err("haproxy did not listen within 5 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::wait_listening(&mut peer.0, &addr, &format!("haproxy -f {}", config.display()))?;
     Ok(Some((peer, addr)))
 }
 

@@ -15,44 +15,29 @@
 //! the balancer, the replicas and the generators (this one, or `pgbench`'s own clients).
 //! `--quick` runs scale 1 and 4 coops for a second each, to prove the harness works.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use super::{
-    COOP, Figures, Kind, Options, SECRET, Table, Work, did, drive_all, fresh_schema, mean, replicas, start_on,
+    COOP, Figures, Killed, Kind, Options, SECRET, Table, Work, did, drive_all, fresh_schema, mean, replicas, start_on,
 };
 use crate::client::{Connection, Server};
 
 /// Payers per coop in the many-coops configuration.
 const PAYERS_PER_COOP: usize = 10;
 
-/// A balancer process, killed when dropped.
-struct Balancer(Child);
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// One configuration of gateways: the replicas, the balancer in front of them when there is
 /// one, and the addresses the generator's connections go to.
 struct Gateways {
     _servers: Vec<Server>,
-    _balancer: Option<Balancer>,
+    _balancer: Option<Killed>,
     targets: Vec<String>,
 }
 
 /// Starts HAProxy round-robin over `backends` on a free port; `Ok(None)` when `haproxy` is not
 /// installed.
-fn start_balancer(
-    dir: &std::path::Path,
-    name: &str,
-    backends: &[String],
-) -> Result<Option<(Balancer, String)>, String> {
+fn start_balancer(dir: &std::path::Path, name: &str, backends: &[String]) -> Result<Option<(Killed, String)>, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("finding a free port: {e}"))?
@@ -70,21 +55,12 @@ fn start_balancer(
     std::fs::write(&path, config).map_err(|e| format!("writing {}: {e}", path.display()))?;
     let child = Command::new("haproxy").arg("-f").arg(&path).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
     let mut balancer = match child {
-        Ok(child) => Balancer(child),
+        Ok(child) => Killed(child),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("starting haproxy: {e}")),
     };
     let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if let Ok(Some(status)) = balancer.0.try_wait() {
-            return Err(format!("haproxy -f {} exited: {status}", path.display()));
-        }
-        if Instant::now() > deadline {
-            return Err("haproxy did not listen within 5 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    super::wait_listening(&mut balancer.0, &addr, &format!("haproxy -f {}", path.display()))?;
     Ok(Some((balancer, addr)))
 }
 
