@@ -554,6 +554,7 @@ async fn run(options: Options) -> Result<(), String> {
     let mut table = Table::default();
     let result = scenarios(&options, &dir, &mut table).await;
     let _ = std::fs::remove_dir_all(&dir);
+    drop_schemas();
     result?;
     match table.unexpected {
         0 => Ok(()),
@@ -678,9 +679,30 @@ fn wait_listening(child: &mut std::process::Child, addr: &str, what: &str) -> Re
     Ok(())
 }
 
-/// A fresh PostgreSQL schema for one configuration of the cluster scenario; its URL.
+/// The PostgreSQL schemas this run made (the database's URL, the schema), dropped when it ends:
+/// pgbench's tables at scale 64 alone are about 1 GB.
+static SCHEMAS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Drops the schemas this run made, once their gateways have stopped.
+fn drop_schemas() {
+    let made = std::mem::take(&mut *SCHEMAS.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    for (base, schema) in made {
+        let dropped = Command::new("psql")
+            .args([base.as_str(), "-q", "-c", &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")])
+            .env("PGOPTIONS", "-c client_min_messages=warning")
+            .stdout(Stdio::null())
+            .status();
+        if !dropped.is_ok_and(|status| status.success()) {
+            eprintln!("could not drop the schema {schema}: drop it by hand");
+        }
+    }
+}
+
+/// A fresh PostgreSQL schema for one configuration of the cluster scenario; its URL. The run
+/// drops it when it ends.
 fn fresh_schema(base: &str, name: &str) -> Result<String, String> {
     let schema = format!("bench_{name}_{}", std::process::id());
+    SCHEMAS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((base.to_owned(), schema.clone()));
     let status = Command::new("psql")
         .args([
             base,
