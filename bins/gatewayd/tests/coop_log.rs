@@ -13,7 +13,7 @@ use gateway_tlog::policy::Policy;
 use gateway_tlog::proof::TlogProof;
 use serde_json::json;
 
-use support::{login, request, serve_in_process, signing_key};
+use support::{login, request, signing_key};
 
 const PASS: &str = "correct horse battery staple";
 
@@ -34,18 +34,7 @@ async fn serve_signing(dir: &std::path::Path, store: &str, extra: &[&str]) -> su
     } else {
         support::keystore_in(dir, PASS)
     };
-    let mut flags = vec![
-        "--open-enrollment",
-        "true",
-        "--trust-default",
-        "0.9",
-        "--keystore",
-        keystore.to_str().unwrap(),
-        "--passphrase-file",
-        passphrase.to_str().unwrap(),
-    ];
-    flags.extend_from_slice(extra);
-    serve_in_process(store, &flags).await
+    support::serve_with_keystore(store, &keystore, &passphrase, extra).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -369,18 +369,8 @@ async fn two_replicas_sign_one_history() {
     let Some(store) = gateway_store::testing::fresh_postgres_schema("replicas_log").await else { return };
     let dir = tempfile::tempdir().unwrap();
     let (keystore, passphrase) = support::keystore_in(dir.path(), "two replicas, one key");
-    let flags = [
-        "--open-enrollment",
-        "true",
-        "--trust-default",
-        "0.9",
-        "--keystore",
-        keystore.to_str().unwrap(),
-        "--passphrase-file",
-        passphrase.to_str().unwrap(),
-    ];
-    let a = serve_in_process(&store, &flags).await;
-    let b = serve_in_process(&store, &flags).await;
+    let a = support::serve_with_keystore(&store, &keystore, &passphrase, &[]).await;
+    let b = support::serve_with_keystore(&store, &keystore, &passphrase, &[]).await;
     let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
     let token_a = login(&a.api, 1, "forkless", &scopes).await;
     let token_b = login(&b.api, 1, "forkless", &scopes).await;

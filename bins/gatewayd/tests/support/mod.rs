@@ -205,6 +205,24 @@ pub async fn serve_in_process(store: &str, extra: &[&str]) -> InProcess {
     InProcess { api, metrics, stop: Some(stop) }
 }
 
+/// Serves a gateway in-process on `store` that signs (receipts and the coops' logs) with the
+/// keystore at `keystore`, unlocked by the passphrase file: open enrollment, trust 0.9, then
+/// `extra`.
+pub async fn serve_with_keystore(store: &str, keystore: &Path, passphrase: &Path, extra: &[&str]) -> InProcess {
+    let mut flags = vec![
+        "--open-enrollment",
+        "true",
+        "--trust-default",
+        "0.9",
+        "--keystore",
+        keystore.to_str().unwrap(),
+        "--passphrase-file",
+        passphrase.to_str().unwrap(),
+    ];
+    flags.extend_from_slice(extra);
+    serve_in_process(store, &flags).await
+}
+
 /// The next text frame of a WebSocket stream as JSON, skipping pings and pongs; panics on any
 /// other frame, a closed stream, or nothing within 10 s.
 pub async fn next_frame(
