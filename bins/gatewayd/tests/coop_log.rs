@@ -169,47 +169,93 @@ async fn a_witness_holding_another_history_is_an_integrity_failure() {
     }
 }
 
+/// A witness's key, its future address, and the `--witness` flag naming them.
+fn witness_to_be(dir: &std::path::Path) -> (gateway_tlog::cosignature::Cosigner, std::net::SocketAddr, String) {
+    let cosigner = gatewayd::witness::cosigner(&dir.join("witness.key"), "witness.test/w1").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
+    (cosigner, port, flag)
+}
+
+/// Creates coop `quiet`, waits for its first checkpoint (signed while no witness listens) and a
+/// little more, and returns it: still without a cosignature.
+async fn a_quiet_coops_checkpoint(api: &str) -> String {
+    let token = login(api, 1, "quiet", &["coop:read", "coop:write"]).await;
+    support::coop_with_member_two(api, &token, "quiet").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while request(api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint within 5 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, signed) = request(api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
+    assert!(!signed.contains("— witness.test/w1 "), "{signed}");
+    signed
+}
+
+/// Serves the witness at `port`, knowing coop `quiet`'s log by the key `vkey_line`.
+async fn start_witness(
+    dir: &std::path::Path,
+    cosigner: gateway_tlog::cosignature::Cosigner,
+    port: std::net::SocketAddr,
+    vkey_line: &str,
+) {
+    let mut logs = gateway_tlog::witness::KnownLogs::new();
+    logs.add_vkey("gw.test/coops/quiet", vkey_line).unwrap();
+    let witness = Arc::new(gatewayd::witness::Witness::open(cosigner, logs, dir.join("witness.state")).unwrap());
+    let listener = tokio::net::TcpListener::bind(port).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, gatewayd::witness::router(witness)).await });
+}
+
+/// Waits up to `within` for coop `quiet`'s checkpoint `signed` to be published with the
+/// witness's cosignature.
+async fn cosigned_within(api: &str, signed: &str, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let (_, note) = request(api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
+        if note.contains("— witness.test/w1 ") {
+            assert!(note.starts_with(signed.trim_end()), "the same checkpoint, cosigned: {note}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the missed checkpoint was not sent again: {note}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A witness that was down when a quiet coop's checkpoint was signed gets it again once it is
 /// back (every few seconds, `WITNESS_RETRY`), without waiting for the coop's next event: the
 /// published checkpoint gains its cosignature.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_a_witness_missed_is_sent_again_once_it_is_back() {
     let dir = tempfile::tempdir().unwrap();
-    let cosigner = gatewayd::witness::cosigner(&dir.path().join("witness.key"), "witness.test/w1").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (cosigner, port, witness_flag) = witness_to_be(dir.path());
     let store = format!("sqlite:{}", dir.path().join("gw.db").display());
-    let witness_flag = format!("witness.test/w1={}@http://{port}", cosigner.vkey());
     let gateway = serve_signing(dir.path(), &store, &["--log-origin", "gw.test", "--witness", &witness_flag]).await;
-    let token = login(&gateway.api, 1, "quiet", &["coop:read", "coop:write"]).await;
-    support::coop_with_member_two(&gateway.api, &token, "quiet").await;
-    // Signed while nothing listens on the witness's port; then the coop goes quiet.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await.0 != 200 {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint within 5 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (_, signed) = request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
-    assert!(!signed.contains("— witness.test/w1 "), "{signed}");
-
+    let signed = a_quiet_coops_checkpoint(&gateway.api).await;
     let (status, keys) = request(&gateway.api, "GET", "/v1/coops/quiet/log/key", None, None).await;
     assert_eq!(status, 200, "{keys}");
-    let mut logs = gateway_tlog::witness::KnownLogs::new();
-    logs.add_vkey("gw.test/coops/quiet", keys.lines().last().unwrap()).unwrap();
-    let witness = Arc::new(gatewayd::witness::Witness::open(cosigner, logs, dir.path().join("witness.state")).unwrap());
-    let listener = tokio::net::TcpListener::bind(port).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, gatewayd::witness::router(witness)).await });
+    start_witness(dir.path(), cosigner, port, keys.lines().last().unwrap()).await;
+    cosigned_within(&gateway.api, &signed, Duration::from_secs(15)).await;
+}
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let (_, note) = request(&gateway.api, "GET", "/v1/coops/quiet/log/checkpoint", None, None).await;
-        if note.contains("— witness.test/w1 ") {
-            assert!(note.starts_with(signed.trim_end()), "the same checkpoint, cosigned: {note}");
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the missed checkpoint was not sent again: {note}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+/// A checkpoint a witness missed is not forgotten by a restart: the gateway that starts finds the
+/// published checkpoint without the witness's cosignature and sends it, though the coop has had
+/// no event since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_sends_the_checkpoint_a_witness_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cosigner, port, witness_flag) = witness_to_be(dir.path());
+    let store = format!("sqlite:{}", dir.path().join("gw.db").display());
+    let flags = ["--log-origin", "gw.test", "--witness", witness_flag.as_str()];
+    let gateway = serve_signing(dir.path(), &store, &flags).await;
+    let signed = a_quiet_coops_checkpoint(&gateway.api).await;
+    let (status, keys) = request(&gateway.api, "GET", "/v1/coops/quiet/log/key", None, None).await;
+    assert_eq!(status, 200, "{keys}");
+    drop(gateway);
+
+    start_witness(dir.path(), cosigner, port, keys.lines().last().unwrap()).await;
+    let gateway = serve_signing(dir.path(), &store, &flags).await;
+    cosigned_within(&gateway.api, &signed, Duration::from_secs(10)).await;
 }
 
 /// A log keeps the origin its first checkpoint was signed under: restarted with another

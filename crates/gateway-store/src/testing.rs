@@ -75,3 +75,20 @@ pub async fn tamper(spec: &crate::StoreSpec, sql: &str) {
         }
     }
 }
+
+/// The one integer `sql` answers, read from outside the gateway (a store's shape in a test).
+pub async fn scalar(spec: &crate::StoreSpec, sql: &str) -> i64 {
+    match spec {
+        crate::StoreSpec::Memory => panic!("an in-memory store cannot be reached from outside the gateway"),
+        crate::StoreSpec::SqliteFile(path) => {
+            let db = rusqlite::Connection::open(path).expect("the SQLite file opens");
+            db.query_row(sql, [], |row| row.get(0)).unwrap_or_else(|e| panic!("{sql}: {e}"))
+        }
+        crate::StoreSpec::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(url).await.expect("PostgreSQL answers");
+            let value: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            pool.close().await;
+            value
+        }
+    }
+}

@@ -273,28 +273,37 @@ async fn drive_proofs(addr: &str, options: &Options) -> Result<super::Figures, S
     Ok(super::Figures::of(tallies, started.elapsed().as_secs_f64()))
 }
 
-/// The log's bytes per entry beyond the entries' own text, from `dbstat`.
+/// The log's bytes per entry beyond the entries' own text, from `dbstat`. Full bundles hold 256
+/// entries, each after its 2-byte length.
 fn storage(db: &Path) {
-    let query = "SELECT (SELECT SUM(pgsize) FROM dbstat WHERE name IN ('log_entries', 'log_tiles', 'coop_logs')), \
-                 (SELECT SUM(LENGTH(CAST(entry AS BLOB))) FROM log_entries), (SELECT COUNT(*) FROM log_entries), \
-                 (SELECT SUM(unused) FROM dbstat WHERE name IN ('log_entries', 'log_tiles', 'coop_logs')), \
-                 (SELECT SUM(LENGTH(hashes)) FROM log_tiles);";
+    let tables = "('log_entries', 'log_bundles', 'log_tiles', 'coop_logs')";
+    let query = format!(
+        "SELECT (SELECT SUM(pgsize) FROM dbstat WHERE name IN {tables}), \
+         (SELECT IFNULL(SUM(LENGTH(CAST(entry AS BLOB))), 0) FROM log_entries) \
+           + (SELECT IFNULL(SUM(LENGTH(bundle)), 0) - 512 * COUNT(*) FROM log_bundles), \
+         (SELECT COUNT(*) FROM log_entries) + 256 * (SELECT COUNT(*) FROM log_bundles), \
+         (SELECT SUM(unused) FROM dbstat WHERE name IN {tables}), \
+         (SELECT SUM(LENGTH(hashes)) FROM log_tiles), \
+         512 * (SELECT COUNT(*) FROM log_bundles);"
+    );
     let output = Command::new("sqlite3").arg(db).arg(query).output();
     match output {
         Ok(output) if output.status.success() => {
             let text = String::from_utf8_lossy(&output.stdout);
             let fields: Vec<f64> = text.trim().split('|').filter_map(|f| f.parse().ok()).collect();
-            if let [pages, entries, count, unused, hashes] = fields[..]
+            if let [pages, entries, count, unused, hashes, lengths] = fields[..]
                 && count > 0.0
             {
                 println!(
                     "log storage: {count:.0} entries, {:.1} bytes each on disk, of which {:.1} beyond the entry's text \
-                     ({:.1} of hashes, {:.1} of free space in pages, {:.1} of row keys and B-tree structure)\n",
+                     ({:.1} of hashes, {:.1} of free space in pages, {:.1} of bundles' entry lengths, {:.1} of row \
+                     keys and B-tree structure)\n",
                     pages / count,
                     (pages - entries) / count,
                     hashes / count,
                     unused / count,
-                    (pages - entries - unused - hashes) / count
+                    lengths / count,
+                    (pages - entries - unused - hashes - lengths) / count
                 );
             } else {
                 println!("(log storage: sqlite3 answered {text})");

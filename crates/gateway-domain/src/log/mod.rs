@@ -27,6 +27,7 @@ use gateway_tlog::{Checkpoint, consistency_proof, inclusion_proof, leaf_hash, tr
 pub use entry::{
     EventObject, FieldDigest, LOG_OPENED, MAX_ENTRY_BYTES, OpenedEntry, Snapshot, entry_text, opened_entry,
 };
+pub use tiles::TileCache;
 use tiles::{Source, Tiles, integrity};
 
 use crate::governance::ReceiptKeys;
@@ -42,6 +43,10 @@ pub const PROOF_WAIT: Duration = Duration::from_secs(5);
 /// checkpoint of the coop went to it meanwhile (a quiet coop's latest checkpoint still gets its
 /// cosignatures once the witness is back).
 pub const WITNESS_RETRY: Duration = Duration::from_secs(5);
+
+/// How many bytes of hash tiles the log's reads keep in memory ([`TileCache`]): 4,096 full
+/// tiles, the level-0 tiles of a million entries and every tile above them.
+pub const TILE_CACHE_BYTES: usize = 32 << 20;
 
 /// The shortest time between two rounds of one coop's log (see [`Log::run`]): a checkpoint
 /// still covers a commit within 1 s (INTERFACE.md §12).
@@ -134,6 +139,8 @@ pub struct Log {
     /// Coops whose latest checkpoint a witness did not answer (unreachable, or an error status):
     /// the size, and when to send it again.
     unanswered: Arc<std::sync::Mutex<std::collections::BTreeMap<CoopId, (u64, std::time::Instant)>>>,
+    /// The hash tiles proofs and tile reads loaded.
+    tile_cache: Arc<TileCache>,
 }
 
 /// What one checkpointing round did for a coop.
@@ -176,6 +183,7 @@ impl Log {
             witnessed: Arc::default(),
             witnessing: Arc::default(),
             unanswered: Arc::default(),
+            tile_cache: Arc::new(TileCache::new(TILE_CACHE_BYTES)),
         }
     }
 
@@ -259,6 +267,29 @@ impl Log {
                 }
             });
         }
+    }
+
+    /// Schedules for the witnesses, at once, every coop's published checkpoint that lacks the
+    /// cosignature of a configured witness: what a witness has not cosigned is read from the
+    /// stored checkpoints, so a restart (or another replica's round) forgets no checkpoint a
+    /// witness did not answer.
+    pub async fn resume_witnessing(&self) -> Result<usize, Error> {
+        if self.transport.is_none() || self.config.witnesses.is_empty() {
+            return Ok(0);
+        }
+        let now = std::time::Instant::now();
+        let mut scheduled = 0;
+        for coop in self.reads.logged_coops().await? {
+            let Some(head) = self.reads.log_head(&coop).await? else { continue };
+            let Some(checkpoint) = head.checkpoint else { continue };
+            if self.witnessed_by(&checkpoint) < self.config.witnesses.len()
+                && let Ok(mut retries) = self.unanswered.lock()
+            {
+                retries.entry(coop).or_insert((head.signed_size, now));
+                scheduled += 1;
+            }
+        }
+        Ok(scheduled)
     }
 
     /// Sends again the checkpoints a witness did not answer, once [`WITNESS_RETRY`] has passed.
@@ -391,7 +422,7 @@ impl Log {
     async fn consistency_hashes(&self, coop: &CoopId, from: u64, to: u64) -> Result<Vec<gateway_tlog::Hash>, Error> {
         let mut tiles = Tiles::default();
         tiles
-            .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), to, |reader| {
+            .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref(), Some(&self.tile_cache)), to, |reader| {
                 consistency_proof(from, to, reader)
             })
             .await
@@ -407,6 +438,9 @@ impl Log {
     /// themselves once many coops paid at once (docs/PERFORMANCE.md, "`postgres`").
     pub async fn run(self, feed: Arc<dyn EventFeed>) {
         let mut signals = feed.subscribe();
+        if let Err(err) = self.resume_witnessing().await {
+            tracing::warn!("the log could not list the checkpoints its witnesses have not cosigned: {err}");
+        }
         let mut sweep = tokio::time::interval(self.config.sweep);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing: BTreeSet<CoopId> = BTreeSet::new();
@@ -577,8 +611,8 @@ impl Log {
             return Ok((bundle, full));
         }
         let bytes = self
-            .reads
-            .log_tile(coop, tile.level(), tile.index())
+            .tile_cache
+            .read(self.reads.as_ref(), coop, tile.level(), tile.index(), tile.width())
             .await?
             .filter(|b| b.len() >= usize::from(tile.width()) * 32)
             .ok_or_else(|| integrity(coop, &format!("tile {path} is missing")))?;
@@ -616,9 +650,12 @@ impl Log {
                     .map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?;
                 let mut tiles = Tiles::default();
                 let hashes = tiles
-                    .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), head.signed_size, |reader| {
-                        inclusion_proof(index, head.signed_size, reader)
-                    })
+                    .with(
+                        coop,
+                        &mut Source::<dyn Tx>::Reads(self.reads.as_ref(), Some(&self.tile_cache)),
+                        head.signed_size,
+                        |reader| inclusion_proof(index, head.signed_size, reader),
+                    )
                     .await?;
                 let proof = TlogProof::new(index, hashes, note).map_err(|e| Error::Internal(format!("proof: {e}")))?;
                 return Ok(proof.to_text());
@@ -659,9 +696,12 @@ impl Log {
         }
         let mut tiles = Tiles::default();
         let hashes = tiles
-            .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), head.signed_size, |reader| {
-                consistency_proof(from, to, reader)
-            })
+            .with(
+                coop,
+                &mut Source::<dyn Tx>::Reads(self.reads.as_ref(), Some(&self.tile_cache)),
+                head.signed_size,
+                |reader| consistency_proof(from, to, reader),
+            )
             .await?;
         Ok(hashes.iter().map(|h| format!("{}\n", gateway_tlog::hash::hash_to_base64(h))).collect())
     }
@@ -709,7 +749,7 @@ impl Log {
                         )),
                     }
                     let from_tiles = tiles
-                        .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref()), signed.size(), |reader| {
+                        .with(coop, &mut Source::<dyn Tx>::Reads(self.reads.as_ref(), None), signed.size(), |reader| {
                             tree_root(signed.size(), reader)
                         })
                         .await;
@@ -840,6 +880,14 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
             ));
         }
     }
+    // The stored entries of the partial bundle at the log's end are hashed again against their
+    // leaves: an entry changed in the store stops the signing (entries in sealed bundles were
+    // hashed again when sealed; `fsck` hashes every one).
+    let bundle = u64::from(gateway_tlog::tile::FULL_WIDTH);
+    let tail_start = head.size - head.size % bundle;
+    let mut tail = tx.log_entries(coop, tail_start, head.size - tail_start).await?;
+    check_leaves(coop, tail_start, &tail, tiles.stored(0, tail_start / bundle))?;
+    seal_old_rows(tx, coop, tail_start).await?;
     let events = tx.events_to_log(coop, head.logged_seq(), EVENTS_PER_ROUND).await?;
     let mut entries = Vec::with_capacity(events.len());
     for (i, event) in events.iter().enumerate() {
@@ -859,7 +907,17 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
         return Ok(Round::Idle);
     }
     if !entries.is_empty() {
-        tx.insert_log_entries(coop, head.size, &entries).await?;
+        // Complete bundles are kept as bundles; the entries after the last one as rows.
+        let sealed_end = size - size % bundle;
+        let kept_from = head.size.max(sealed_end);
+        let rows = usize::try_from(kept_from - head.size).map_err(|e| Error::Internal(e.to_string()))?;
+        tx.insert_log_entries(coop, kept_from, &entries[rows..]).await?;
+        if sealed_end > tail_start {
+            tail.extend(entries.iter().take(rows).cloned());
+            for (k, chunk) in tail.chunks_exact(usize::from(gateway_tlog::tile::FULL_WIDTH)).enumerate() {
+                seal(tx, coop, tail_start / bundle + k as u64, chunk).await?;
+            }
+        }
         tiles.store(tx, coop).await?;
     }
     let root = tiles.with(coop, &mut Source::Tx(&mut *tx), size, |reader| tree_root(size, reader)).await?;
@@ -882,6 +940,55 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
     )
     .await?;
     Ok(Round::Signed { size })
+}
+
+/// Full bundles a round moves from rows to bundles when a log written before bundles were kept
+/// has them (the log's newest bundles are sealed as they fill).
+const OLD_BUNDLES_PER_ROUND: usize = 16;
+
+/// Checks that `entries`, from index `first`, hash to the leaves `leaves` holds from its start.
+fn check_leaves(coop: &CoopId, first: u64, entries: &[String], leaves: &[u8]) -> Result<(), Error> {
+    if leaves.len() != entries.len() * 32 {
+        return Err(integrity(
+            coop,
+            &format!(
+                "entries {first}..{} are {} rows for {} leaves",
+                first + entries.len() as u64,
+                entries.len(),
+                leaves.len() / 32
+            ),
+        ));
+    }
+    for (k, (entry, leaf)) in entries.iter().zip(leaves.chunks_exact(32)).enumerate() {
+        if leaf_hash(entry.as_bytes()).as_slice() != leaf {
+            return Err(integrity(coop, &format!("entry {} no longer hashes to its leaf", first + k as u64)));
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the 256 entries of bundle `index` as one entry bundle instead of their rows.
+async fn seal(tx: &mut dyn Tx, coop: &CoopId, index: u64, entries: &[String]) -> Result<(), Error> {
+    let bundle = encode_entry_bundle(entries.iter().map(String::as_bytes))
+        .map_err(|e| Error::Internal(format!("entry bundle: {e}")))?;
+    tx.seal_log_bundle(coop, index, &bundle).await
+}
+
+/// Seals up to [`OLD_BUNDLES_PER_ROUND`] full bundles still kept as rows below `tail_start`
+/// (a log written before bundles), each hashed again against its stored level-0 tile first.
+async fn seal_old_rows(tx: &mut dyn Tx, coop: &CoopId, tail_start: u64) -> Result<(), Error> {
+    let width = u64::from(gateway_tlog::tile::FULL_WIDTH);
+    for _ in 0..OLD_BUNDLES_PER_ROUND {
+        let Some(first) = tx.first_entry_row(coop).await?.filter(|first| *first < tail_start) else {
+            return Ok(());
+        };
+        let index = first / width;
+        let entries = tx.log_entries(coop, index * width, width).await?;
+        let leaves = tx.log_tile(coop, 0, index).await?.unwrap_or_default();
+        check_leaves(coop, index * width, &entries, &leaves)?;
+        seal(tx, coop, index, &entries).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

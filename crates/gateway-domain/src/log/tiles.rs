@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use gateway_core::{CoopId, Error};
 use gateway_tlog::tile::{FULL_WIDTH, Tile, TileHashReader, TileReader};
@@ -20,7 +21,8 @@ const HASH: usize = 32;
 pub(crate) struct Tiles {
     known: BTreeMap<(u8, u64), Vec<u8>>,
     changed: BTreeSet<(u8, u64)>,
-    missing: RefCell<BTreeSet<(u8, u64)>>,
+    /// Asked for and not known: the width each read needed.
+    missing: RefCell<BTreeMap<(u8, u64), u16>>,
 }
 
 impl TileReader for Tiles {
@@ -34,7 +36,9 @@ impl TileReader for Tiles {
                 tile.width()
             ))),
             None => {
-                self.missing.borrow_mut().insert((tile.level(), tile.index()));
+                let mut missing = self.missing.borrow_mut();
+                let width = missing.entry((tile.level(), tile.index())).or_default();
+                *width = (*width).max(tile.width());
                 Err(TreeError::Unavailable { level: tile.level().saturating_mul(8), index: tile.index() })
             }
         }
@@ -45,8 +49,8 @@ impl TileReader for Tiles {
 pub(crate) enum Source<'a, T: LogTx + ?Sized> {
     /// A unit of work.
     Tx(&'a mut T),
-    /// The read pool.
-    Reads(&'a dyn LogReads),
+    /// The read pool, through the process's cache of tiles when given.
+    Reads(&'a dyn LogReads, Option<&'a TileCache>),
 }
 
 impl Tiles {
@@ -65,10 +69,11 @@ impl Tiles {
             match outcome {
                 Ok(value) => return Ok(value),
                 Err(TreeError::Unavailable { .. }) if !missing.is_empty() => {
-                    for (level, index) in missing {
+                    for ((level, index), width) in missing {
                         let bytes = match source {
                             Source::Tx(tx) => tx.log_tile(coop, level, index).await?,
-                            Source::Reads(reads) => reads.log_tile(coop, level, index).await?,
+                            Source::Reads(reads, Some(cache)) => cache.read(*reads, coop, level, index, width).await?,
+                            Source::Reads(reads, None) => reads.log_tile(coop, level, index).await?,
                         };
                         // A tile the store does not hold reads as empty: the op then fails
                         // with the shortfall rather than asking again.
@@ -107,6 +112,11 @@ impl Tiles {
         Ok(())
     }
 
+    /// The hashes of tile `(level, index)` as loaded (empty when not loaded).
+    pub(crate) fn stored(&self, level: u8, index: u64) -> &[u8] {
+        self.known.get(&(level, index)).map_or(&[], Vec::as_slice)
+    }
+
     /// Appends the leaf hash of entry `index` (the tree had `index` leaves), completing and
     /// hashing upward every tile it fills.
     pub(crate) fn append(&mut self, index: u64, leaf: Hash) {
@@ -138,6 +148,101 @@ impl Tiles {
     }
 }
 
+/// The hash tiles the log's reads (proofs, consistency proofs, the public tile route) loaded,
+/// kept in memory up to a bound. A stored tile only ever grows at its end (an append adds
+/// hashes; a partial tile is replaced by a wider one with the same first hashes), so a kept tile
+/// serves any read of that tile at its width or narrower; a wider read loads it again. Tiles
+/// read inside a unit of work (the checkpointer's, which checks them against the signed root)
+/// never come from here.
+///
+/// The bound is kept with two generations: new and used tiles go into the young one; when it
+/// holds half the bound, it becomes the old one and the previous old one is dropped. A tile read
+/// again from the old generation moves back to the young one, so tiles in use stay.
+#[derive(Debug)]
+pub struct TileCache {
+    half: usize,
+    inner: Mutex<Generations>,
+}
+
+type TileKey = (CoopId, u8, u64);
+
+#[derive(Debug, Default)]
+struct Generations {
+    young: HashMap<TileKey, Arc<[u8]>>,
+    young_bytes: usize,
+    old: HashMap<TileKey, Arc<[u8]>>,
+    old_bytes: usize,
+}
+
+impl TileCache {
+    /// A cache holding at most about `bytes` of tiles.
+    pub fn new(bytes: usize) -> Self {
+        Self { half: (bytes / 2).max(HASH), inner: Mutex::default() }
+    }
+
+    /// Tile `(level, index)` of the coop's log with at least `width` hashes, from memory when
+    /// kept, else from the store (and kept). `None` when the store has no such tile.
+    pub(crate) async fn read(
+        &self,
+        reads: &dyn LogReads,
+        coop: &CoopId,
+        level: u8,
+        index: u64,
+        width: u16,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let key = (coop.clone(), level, index);
+        if let Some(bytes) = self.get(&key, width) {
+            return Ok(Some(bytes.to_vec()));
+        }
+        let bytes = reads.log_tile(coop, level, index).await?;
+        if let Some(bytes) = &bytes
+            && bytes.len() >= usize::from(width) * HASH
+        {
+            self.put(key, bytes);
+        }
+        Ok(bytes)
+    }
+
+    fn get(&self, key: &TileKey, width: u16) -> Option<Arc<[u8]>> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(bytes) = inner.young.get(key) {
+            return (bytes.len() >= usize::from(width) * HASH).then(|| bytes.clone());
+        }
+        let bytes = inner.old.remove(key)?;
+        let wide_enough = bytes.len() >= usize::from(width) * HASH;
+        inner.insert(self.half, key.clone(), bytes.clone());
+        wide_enough.then_some(bytes)
+    }
+
+    fn put(&self, key: TileKey, bytes: &[u8]) {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        inner.insert(self.half, key, bytes.into());
+    }
+
+    /// The bytes of tiles kept now (both generations).
+    pub fn bytes(&self) -> usize {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        inner.young_bytes + inner.old_bytes
+    }
+}
+
+impl Generations {
+    fn insert(&mut self, half: usize, key: TileKey, bytes: Arc<[u8]>) {
+        if let Some(previous) = self.old.remove(&key) {
+            self.old_bytes -= previous.len();
+        }
+        let added = bytes.len();
+        if let Some(previous) = self.young.insert(key, bytes) {
+            self.young_bytes -= previous.len();
+        }
+        self.young_bytes += added;
+        if self.young_bytes >= half {
+            self.old = std::mem::take(&mut self.young);
+            self.old_bytes = std::mem::take(&mut self.young_bytes);
+        }
+    }
+}
+
 /// The store's tiles do not hold the tree they should.
 pub(crate) fn integrity(coop: &CoopId, what: &str) -> Error {
     Error::Internal(format!("{INTEGRITY}: coop {coop}: {what}"))
@@ -145,3 +250,40 @@ pub(crate) fn integrity(coop: &CoopId, what: &str) -> Error {
 
 /// The marker of an integrity failure's message.
 pub(crate) const INTEGRITY: &str = "log integrity";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(index: u64) -> TileKey {
+        (CoopId::parse("c1").unwrap(), 0, index)
+    }
+
+    #[test]
+    fn a_kept_tile_serves_its_width_and_narrower_and_a_wider_read_misses() {
+        let cache = TileCache::new(1 << 20);
+        cache.put(key(0), &[7u8; 10 * HASH]);
+        assert_eq!(cache.get(&key(0), 10).unwrap().len(), 10 * HASH);
+        assert_eq!(cache.get(&key(0), 3).unwrap().len(), 10 * HASH, "the reader takes the first hashes");
+        assert!(cache.get(&key(0), 11).is_none(), "a wider partial tile is loaded again");
+        assert!(cache.get(&key(1), 1).is_none());
+        cache.put(key(0), &[7u8; 11 * HASH]);
+        assert_eq!(cache.get(&key(0), 11).unwrap().len(), 11 * HASH);
+        assert_eq!(cache.bytes(), 11 * HASH, "the wider tile replaced the narrower one");
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_bound_and_keeps_the_tiles_in_use() {
+        let full = usize::from(FULL_WIDTH) * HASH;
+        let cache = TileCache::new(16 * full);
+        cache.put(key(0), &vec![1u8; full]);
+        for index in 1..1_000 {
+            cache.put(key(index), &vec![1u8; full]);
+            assert!(cache.bytes() <= 16 * full, "{} bytes kept after {index} tiles", cache.bytes());
+            // Tile 0 is read between every two loads: it is never dropped.
+            assert!(cache.get(&key(0), FULL_WIDTH).is_some(), "tile 0 dropped after {index} loads");
+        }
+        assert!(cache.get(&key(1), FULL_WIDTH).is_none(), "an unused tile is dropped");
+        assert!(cache.get(&key(999), FULL_WIDTH).is_some(), "the newest tile is kept");
+    }
+}

@@ -29,7 +29,8 @@ impl LogHead {
 }
 
 /// The coop's log in a unit of work: its head, entries and hash tiles. Entries and tiles are
-/// only ever added (a partial tile is replaced by a wider one); nothing here deletes.
+/// only ever added (a partial tile is replaced by a wider one); a full bundle of 256 entries
+/// moves from one row per entry to one row per bundle, and nothing else is deleted.
 #[async_trait]
 pub trait LogTx: Send {
     /// The coop's log head; with `lock`, held until the unit of work ends, and `None` also when
@@ -45,8 +46,14 @@ pub trait LogTx: Send {
     async fn update_log(&mut self, coop: &CoopId, head: &LogHead) -> Result<(), Error>;
     /// Stores entries `first`, `first + 1`, … of the coop's log.
     async fn insert_log_entries(&mut self, coop: &CoopId, first: u64, entries: &[String]) -> Result<(), Error>;
-    /// Entries `first .. first + count` of the coop's log that exist, in order.
+    /// Entries `first .. first + count` of the coop's log that exist, in order, whether kept one a
+    /// row or in their bundle.
     async fn log_entries(&mut self, coop: &CoopId, first: u64, count: u64) -> Result<Vec<String>, Error>;
+    /// The index of the first entry still kept in a row of its own (not in a sealed bundle).
+    async fn first_entry_row(&mut self, coop: &CoopId) -> Result<Option<u64>, Error>;
+    /// Keeps entries `256 index .. 256 index + 255` as their entry `bundle` (tlog-tiles encoding)
+    /// and deletes their rows.
+    async fn seal_log_bundle(&mut self, coop: &CoopId, index: u64, bundle: &[u8]) -> Result<(), Error>;
     /// The stored bytes of hash tile `(level, index)` (its hashes so far, 32 bytes each).
     async fn log_tile(&mut self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error>;
     /// Stores (or widens) hash tile `(level, index)`.

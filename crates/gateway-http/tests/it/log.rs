@@ -139,16 +139,7 @@ async fn consistency_proofs_join_every_pair_of_checkpoints() {
 async fn a_full_tile_is_immutable_and_proofs_span_tiles() {
     let app = TestApp::new().await;
     let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3, 4]).await;
-    // Three payers, 100 each (the velocity limit is 200 an hour).
-    let mut last = 0;
-    for (payer, payee, token) in [(2, 3, &tokens[0]), (3, 4, &tokens[1]), (4, 2, &tokens[2])] {
-        let payments: Vec<Value> = (0..100)
-            .map(|i| json!({ "from": did_of(payer), "to": did_of(payee), "amount": 0.5, "memo": format!("p{i}") }))
-            .collect();
-        let batch = app.post_as("/v1/ledger/c1/payments/batch", json!({ "payments": payments }), token).await;
-        assert_eq!(batch.status, StatusCode::OK, "payer {payer}: {}", batch.body);
-        last = batch.headers["icn-event-seq"].to_str().unwrap().parse().unwrap();
-    }
+    let last = three_hundred_payments(&app, &tokens).await;
     let size = signed(&app, "c1").await;
     assert!(size > 256, "{size}");
     let full = app.call(Method::GET, "/v1/coops/c1/log/tile/0/000", None, None).await;
@@ -244,6 +235,11 @@ async fn tampering_stops_the_signing() {
         .await;
         let problems = app.state.log.fsck(&coop("c1")).await.unwrap();
         assert!(problems.iter().any(|p| p.contains("no longer hashes to its leaf")), "{problems:?}");
+        // The next round hashes the stored entries again and refuses to sign over the change.
+        pay(&app, &tokens[0], 2, 3, 1.0, "after").await;
+        let refused = app.state.log.checkpoint(&coop("c1")).await.unwrap_err();
+        assert!(refused.to_string().contains("no longer hashes to its leaf"), "{refused}");
+        assert_eq!(checkpoint(&app, "c1").await.size(), honest, "no new checkpoint over a changed entry");
 
         // The stored hashes changed too: the tiles no longer give the signed root.
         let zero_hashes = if app.backend == Backend::Postgres {
@@ -252,11 +248,125 @@ async fn tampering_stops_the_signing() {
             "UPDATE log_tiles SET hashes = zeroblob(length(hashes)) WHERE coop_id = 'c1'"
         };
         gateway_store::testing::tamper(&app.spec, zero_hashes).await;
-        pay(&app, &tokens[0], 2, 3, 1.0, "after").await;
         let refused = app.state.log.checkpoint(&coop("c1")).await.unwrap_err();
         assert!(refused.to_string().contains("log integrity"), "{refused}");
         assert_eq!(checkpoint(&app, "c1").await.size(), honest, "no new checkpoint over a changed log");
     }
+}
+
+/// 300 payments (three payers, a batch of 100 each: the velocity limit is 200 an hour) in coop
+/// c1, and the last event's number.
+async fn three_hundred_payments(app: &TestApp, tokens: &[String]) -> u64 {
+    let mut last = 0;
+    for (payer, payee, token) in [(2, 3, &tokens[0]), (3, 4, &tokens[1]), (4, 2, &tokens[2])] {
+        let payments: Vec<Value> = (0..100)
+            .map(|i| json!({ "from": did_of(payer), "to": did_of(payee), "amount": 0.5, "memo": format!("p{i}") }))
+            .collect();
+        let batch = app.post_as("/v1/ledger/c1/payments/batch", json!({ "payments": payments }), token).await;
+        assert_eq!(batch.status, StatusCode::OK, "payer {payer}: {}", batch.body);
+        last = batch.headers["icn-event-seq"].to_str().unwrap().parse().unwrap();
+    }
+    last
+}
+
+/// Every proof of the log verifies against its entry as the bundles serve it.
+async fn every_proof_verifies(app: &TestApp, token: &str, size: u64) {
+    let policy = policy(app, "c1").await;
+    let mut entries = Vec::new();
+    for bundle in 0..size.div_ceil(256) {
+        let width = (size - bundle * 256).min(256);
+        let path = if width == 256 { format!("{bundle:03}") } else { format!("{bundle:03}.p/{width}") };
+        let answer = app.get(&format!("/v1/coops/c1/log/tile/entries/{path}"), token).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", text(&answer));
+        entries.extend(gateway_tlog::tile::parse_entry_bundle(&answer.bytes).unwrap().into_iter().map(<[u8]>::to_vec));
+    }
+    assert_eq!(entries.len() as u64, size);
+    for seq in 1..size {
+        let proof = app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), token).await;
+        assert_eq!(proof.status, StatusCode::OK, "{seq}: {}", text(&proof));
+        TlogProof::parse(&proof.bytes).unwrap().verify(&entries[seq as usize], &policy).unwrap();
+    }
+}
+
+/// A full bundle of 256 entries is kept as one row (the entry bundle served), the entries after
+/// it one a row; proofs and bundles read the same either way, and a change inside a kept bundle
+/// is found by `fsck`.
+#[tokio::test]
+async fn full_bundles_are_kept_whole_and_checked() {
+    for app in TestApp::every_store().await {
+        if app.backend == Backend::Memory {
+            continue;
+        }
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3, 4]).await;
+        three_hundred_payments(&app, &tokens).await;
+        let size = signed(&app, "c1").await;
+        let count = |sql: &'static str| gateway_store::testing::scalar(&app.spec, sql);
+        assert_eq!(count("SELECT COUNT(*) FROM log_bundles WHERE coop_id = 'c1'").await, 1);
+        assert_eq!(count("SELECT COUNT(*) FROM log_entries WHERE coop_id = 'c1'").await, size as i64 - 256);
+        assert_eq!(count("SELECT MIN(idx) FROM log_entries WHERE coop_id = 'c1'").await, 256);
+        every_proof_verifies(&app, &tokens[1], size).await;
+        assert!(app.state.log.fsck(&coop("c1")).await.unwrap().is_empty());
+
+        // One byte of a kept entry changed (the same length: the bundle still parses).
+        let change = if app.backend == Backend::Postgres {
+            "UPDATE log_bundles SET bundle = overlay(bundle placing '\\x37'::bytea \
+             from position('\"memo\":\"p9\"'::bytea in bundle) + 9 for 1) WHERE coop_id = 'c1'"
+        } else {
+            "UPDATE log_bundles SET bundle = CAST(REPLACE(CAST(bundle AS TEXT), '\"memo\":\"p9\"', '\"memo\":\"p7\"') AS BLOB) \
+             WHERE coop_id = 'c1'"
+        };
+        gateway_store::testing::tamper(&app.spec, change).await;
+        let problems = app.state.log.fsck(&coop("c1")).await.unwrap();
+        assert!(problems.iter().any(|p| p.contains("no longer hashes to its leaf")), "{problems:?}");
+    }
+}
+
+/// A log written before bundles were kept holds every entry in a row of its own: its rounds move
+/// the full bundles into bundle rows (hashing each again first), and nothing a member reads
+/// changes.
+#[tokio::test]
+async fn a_log_kept_one_entry_a_row_is_moved_into_bundles() {
+    for app in TestApp::every_store().await {
+        if app.backend == Backend::Memory {
+            continue;
+        }
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3, 4]).await;
+        three_hundred_payments(&app, &tokens).await;
+        signed(&app, "c1").await;
+        // Back to one row per entry, as an earlier version kept them.
+        let answer = app.get("/v1/coops/c1/log/tile/entries/000", &tokens[0]).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        let rows: Vec<String> = gateway_tlog::tile::parse_entry_bundle(&answer.bytes)
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                format!("('c1', {i}, '{}')", String::from_utf8(entry.to_vec()).unwrap().replace('\'', "''"))
+            })
+            .collect();
+        gateway_store::testing::tamper(
+            &app.spec,
+            &format!(
+                "DELETE FROM log_bundles WHERE coop_id = 'c1'; INSERT INTO log_entries (coop_id, idx, entry) VALUES {};",
+                rows.join(", ")
+            ),
+        )
+        .await;
+        let count = |sql: &'static str| gateway_store::testing::scalar(&app.spec, sql);
+        assert_eq!(count("SELECT COUNT(*) FROM log_bundles WHERE coop_id = 'c1'").await, 0);
+        let before = signed_size(&app).await;
+        every_proof_verifies(&app, &tokens[1], before).await;
+        pay(&app, &tokens[0], 2, 3, 1.0, "next").await;
+        let size = signed(&app, "c1").await;
+        assert_eq!(count("SELECT COUNT(*) FROM log_bundles WHERE coop_id = 'c1'").await, 1);
+        assert_eq!(count("SELECT MIN(idx) FROM log_entries WHERE coop_id = 'c1'").await, 256);
+        every_proof_verifies(&app, &tokens[1], size).await;
+        assert!(app.state.log.fsck(&coop("c1")).await.unwrap().is_empty());
+    }
+}
+
+async fn signed_size(app: &TestApp) -> u64 {
+    checkpoint(app, "c1").await.size()
 }
 
 /// A coop whose log begins after its first events (one from before the log existed) starts with

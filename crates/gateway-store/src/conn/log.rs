@@ -1,5 +1,6 @@
 //! The coop's log: [`LogTx`] (its head, entries and hash tiles) and the snapshot reads of
-//! `LogOpened`. Entries and tiles are only inserted, or (a partial tile) widened.
+//! `LogOpened`. Entries and tiles are only inserted, or (a partial tile) widened; a full
+//! bundle of entries moves from `log_entries` to `log_bundles` whole.
 
 use async_trait::async_trait;
 use gateway_core::{Amount, CoopId, Currency, Error};
@@ -32,6 +33,9 @@ impl From<LogHeadRow> for LogHead {
 }
 
 const HEAD_SQL: &str = "SELECT after_seq, size, signed_size, checkpoint FROM coop_logs WHERE coop_id = $1";
+
+/// Entries in an entry bundle (a full one).
+const BUNDLE: u64 = 256;
 
 /// Entries written by one statement.
 const ENTRIES_PER_STATEMENT: usize = 64;
@@ -104,12 +108,68 @@ impl LogTx for Conn<'_> {
     }
 
     async fn log_entries(&mut self, coop: &CoopId, first: u64, count: u64) -> Result<Vec<String>, Error> {
-        let end = first.saturating_add(count);
-        self.fetch_all(
-            "SELECT entry FROM log_entries WHERE coop_id = $1 AND idx >= $2 AND idx < $3 ORDER BY idx",
-            args![coop.as_str(), to_i64(first)?, to_i64(end.min(i64::MAX as u64))?],
+        let end = first.saturating_add(count).min(i64::MAX as u64);
+        let bundles = (first / BUNDLE, end.div_ceil(BUNDLE));
+        let rows: Vec<(i64, Option<String>, Option<Vec<u8>>)> = self
+            .fetch_all(
+                "SELECT idx, entry, NULL AS bundle FROM log_entries WHERE coop_id = $1 AND idx >= $2 AND idx < $3 \
+                 UNION ALL \
+                 SELECT idx * 256, NULL, bundle FROM log_bundles WHERE coop_id = $1 AND idx >= $4 AND idx < $5 \
+                 ORDER BY 1",
+                args![coop.as_str(), to_i64(first)?, to_i64(end)?, to_i64(bundles.0)?, to_i64(bundles.1)?],
+            )
+            .await?;
+        let mut entries = Vec::with_capacity(usize::try_from(count.min(4_096)).unwrap_or(0));
+        let mut next = first;
+        let mut keep = |index: u64, entry: String| {
+            // Entries in order, each once.
+            if index >= next && index < end {
+                entries.push(entry);
+                next = index + 1;
+            }
+        };
+        for (index, entry, bundle) in rows {
+            match (entry, bundle) {
+                (Some(entry), _) => keep(to_u64(index), entry),
+                (None, Some(bundle)) => {
+                    let parsed = gateway_tlog::tile::parse_entry_bundle(&bundle).map_err(|e| {
+                        Error::Internal(format!("log integrity: coop {coop}: entry bundle at {index}: {e}"))
+                    })?;
+                    for (k, entry) in parsed.into_iter().enumerate() {
+                        let entry = String::from_utf8(entry.to_vec()).map_err(|e| {
+                            Error::Internal(format!(
+                                "log integrity: coop {coop}: entry {}: {e}",
+                                to_u64(index) + k as u64
+                            ))
+                        })?;
+                        keep(to_u64(index) + k as u64, entry);
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn first_entry_row(&mut self, coop: &CoopId) -> Result<Option<u64>, Error> {
+        let first: Option<i64> =
+            self.fetch_one("SELECT MIN(idx) FROM log_entries WHERE coop_id = $1", args![coop.as_str()]).await?;
+        Ok(first.map(to_u64))
+    }
+
+    async fn seal_log_bundle(&mut self, coop: &CoopId, index: u64, bundle: &[u8]) -> Result<(), Error> {
+        let first = to_i64(index.saturating_mul(BUNDLE))?;
+        self.execute(
+            "INSERT INTO log_bundles (coop_id, idx, bundle) VALUES ($1, $2, $3)",
+            args![coop.as_str(), to_i64(index)?, bundle],
         )
-        .await
+        .await?;
+        self.execute(
+            "DELETE FROM log_entries WHERE coop_id = $1 AND idx >= $2 AND idx < $3",
+            args![coop.as_str(), first, first + BUNDLE as i64],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn log_tile(&mut self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error> {
