@@ -187,14 +187,14 @@ pub fn router(state: AppState) -> Router {
 pub fn router_with(state: AppState, extra: Router, extra_doc: utoipa::openapi::OpenApi) -> Router {
     let (login, login_api) = login_routes().split_for_parts();
     let login = login
-        .route_layer(from_fn_with_state(state.limits.clone(), limits::ip_layer))
+        .route_layer(limits::address_layer(&state.limits, limits::AddressBucket::Login))
         .route_layer(from_fn(middleware::no_store));
     let (probes, probe_api) = probe_routes().split_for_parts();
     let (public, public_api) = public_routes().split_for_parts();
-    let public = public.route_layer(from_fn_with_state(state.limits.clone(), limits::public_read_layer));
+    let public = public.route_layer(limits::address_layer(&state.limits, limits::AddressBucket::PublicRead));
     // The other crate's routes (the WebSocket upgrade) are public too.
     let extra = if extra.has_routes() {
-        extra.route_layer(from_fn_with_state(state.limits.clone(), limits::public_read_layer))
+        extra.route_layer(limits::address_layer(&state.limits, limits::AddressBucket::PublicRead))
     } else {
         extra
     };

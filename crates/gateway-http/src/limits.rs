@@ -13,9 +13,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gateway_core::{Did, Error, RateLimitLayer};
 use gateway_limits::{
@@ -203,23 +202,23 @@ impl RateLimits {
         self.trusted_proxies.iter().any(|net| net.contains(&ip))
     }
 
-    /// The IP layer: one request from `ip` against `bucket`.
-    pub async fn check_address(&self, bucket: AddressBucket, ip: IpAddr) -> Result<(), ApiError> {
-        let (limiter, quota, namespace, message) = match bucket {
-            AddressBucket::Login => (&self.ip, ip_quota(), "login", "too many requests from this IP"),
-            AddressBucket::PublicRead => {
-                (&self.public, public_read_quota(), "public", "too many public requests from this IP")
-            }
+    /// The IP layer: one request from `ip` against `bucket`'s `quota`, counted in the shared
+    /// backend when there is one and it answers, else on this replica.
+    async fn decide_address(
+        &self,
+        bucket: AddressBucket,
+        ip: IpAddr,
+        quota: Quota,
+    ) -> Result<Admission, gateway_limits::Denial> {
+        let (limiter, namespace) = match bucket {
+            AddressBucket::Login => (&self.ip, "login"),
+            AddressBucket::PublicRead => (&self.public, "public"),
         };
         let key = gateway_limits::ip_key(ip);
-        let decision =
-            match self.shared_check(gateway_limits::policy::LAYER_IP, || format!("{namespace}:{key}"), quota).await {
-                Some(decision) => decision,
-                None => limiter.check(&key, quota),
-            };
-        decision
-            .map(|_| ())
-            .map_err(|denial| rate_limited(RateLimitLayer::Ip, message, denial.limit, denial.retry_after_secs(), None))
+        match self.shared_check(gateway_limits::policy::LAYER_IP, || format!("{namespace}:{key}"), quota).await {
+            Some(decision) => decision,
+            None => limiter.check(&key, quota),
+        }
     }
 
     /// The DID layer: the admission gives the `X-RateLimit-*` headers.
@@ -365,15 +364,50 @@ fn rate_limited(
     Error::RateLimited { message: message.to_owned(), layer, limit: u64::from(limit), retry_after_secs, count }.into()
 }
 
-/// Middleware of the unauthenticated login routes: the IP layer, before any other work.
-pub async fn ip_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    limit_by_address(&limits, AddressBucket::Login, request, next).await
+/// The IP layer of one bucket, as the limiter crate's tower layer asks it: [`RateLimits`]
+/// decides (shared backend or this replica).
+#[derive(Debug)]
+pub struct AddressDecider {
+    limits: Arc<RateLimits>,
+    bucket: AddressBucket,
 }
 
-/// Middleware of the public reads and the WebSocket upgrade: the IP layer with the public-read
-/// bucket, before any other work. (Health and readiness probes are not limited.)
-pub async fn public_read_layer(State(limits): State<Arc<RateLimits>>, request: Request, next: Next) -> Response {
-    limit_by_address(&limits, AddressBucket::PublicRead, request, next).await
+impl gateway_limits::Decide<IpAddr> for AddressDecider {
+    fn decide(
+        &self,
+        ip: IpAddr,
+        quota: Quota,
+    ) -> impl std::future::Future<Output = Result<Admission, gateway_limits::Denial>> + Send {
+        self.limits.decide_address(self.bucket, ip, quota)
+    }
+}
+
+/// [`address_layer`]'s tower layer.
+pub type AddressLayer = gateway_limits::RateLimitLayer<
+    AddressDecider,
+    Box<dyn Fn(&Request) -> Option<IpAddr> + Send + Sync>,
+    Box<dyn Fn(&IpAddr) -> Quota + Send + Sync>,
+    Box<dyn Fn(&gateway_limits::Denial) -> Response + Send + Sync>,
+>;
+
+/// The IP layer of `bucket` before any other work of a route: the login routes (the
+/// interface's bucket) or the public reads and the WebSocket upgrade (the public-read bucket;
+/// health and readiness probes are not limited). It is `gateway-limits`' tower layer, keyed by
+/// the client's address ([`request_client_ip`]); a denial is INTERFACE.md §14's 429.
+pub fn address_layer(limits: &Arc<RateLimits>, bucket: AddressBucket) -> AddressLayer {
+    let (quota, message) = match bucket {
+        AddressBucket::Login => (ip_quota(), "too many requests from this IP"),
+        AddressBucket::PublicRead => (public_read_quota(), "too many public requests from this IP"),
+    };
+    let keyed = limits.clone();
+    gateway_limits::RateLimitLayer::new(
+        Arc::new(AddressDecider { limits: limits.clone(), bucket }),
+        Box::new(move |request: &Request| Some(request_client_ip(&keyed, request))),
+        Box::new(move |_: &IpAddr| quota),
+        Box::new(move |denial: &gateway_limits::Denial| {
+            rate_limited(RateLimitLayer::Ip, message, denial.limit, denial.retry_after_secs(), None).into_response()
+        }),
+    )
 }
 
 /// One `X-Forwarded-For` entry's address: `ip`, `ip:port` (IPv4), `[v6]:port`, `[v6]` or a
@@ -400,14 +434,6 @@ pub fn request_client_ip(limits: &RateLimits, request: &Request) -> IpAddr {
         .map(|ConnectInfo(addr)| addr.ip())
         .unwrap_or(IpAddr::from([127, 0, 0, 1]));
     limits.client_ip(peer, request.headers())
-}
-
-/// Checks the client's address against `bucket`, then runs the request, or answers the denial.
-async fn limit_by_address(limits: &RateLimits, bucket: AddressBucket, request: Request, next: Next) -> Response {
-    match limits.check_address(bucket, request_client_ip(limits, &request)).await {
-        Ok(()) => next.run(request).await,
-        Err(denial) => denial.into_response(),
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! the quota can change on every check; the velocity limiter keeps a short log of timestamps
 //! per payer. Both read time from a [`Clock`], evict idle keys without changing any decision,
 //! and are bounded in the number of keys they hold. [`RateLimitLayer`] applies a keyed limiter
-//! to `http` requests as a tower middleware, and every denial increments a counter through the
+//! (or any [`Decide`]r, such as one that counts in a shared backend) to `http` requests as a
+//! tower middleware, and every denial increments a counter through the
 //! `metrics` facade, under the names [`MetricNames`] gives (the embedding service's own, set once
 //! with [`set_metric_names`]).
 //!
@@ -41,7 +42,7 @@ pub use policy::{
     DidLimiter, DidTier, IpLimiter, TrustClass, did_limiter, ip_key, ip_limiter, ip_quota, public_read_quota,
 };
 pub use quota::Quota;
-pub use service::{RateLimit, RateLimitLayer};
+pub use service::{Decide, RateLimit, RateLimitFuture, RateLimitLayer};
 pub use shared::{BackendFuture, BackendUnavailable, BlockCache, SharedBackend, SharedLimits, SharedPermit};
 pub use trust::{StaticTrustScores, TrustScores};
 pub use velocity::{VELOCITY_WINDOW, VelocityDenied, VelocityLimiter, VelocityPermit};

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use gateway_limits::{Admission, Denial, ManualClock, RateLimitLayer, ip_limiter, ip_quota};
+use std::future::Future;
+
+use gateway_limits::{Admission, Decide, Denial, ManualClock, Quota, RateLimitLayer, ip_limiter, ip_quota};
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -37,7 +39,10 @@ fn request(ip: Option<IpAddr>) -> Request<()> {
 /// A service that answers with the remaining allowance it was handed, counting its calls.
 fn echo_remaining(
     calls: Arc<AtomicUsize>,
-) -> impl Service<Request<()>, Response = Response<String>, Error = Infallible> + Clone {
+) -> impl Service<Request<()>, Response = Response<String>, Error = Infallible, Future: Send + 'static>
++ Clone
++ Send
++ 'static {
     service_fn(move |request: Request<()>| {
         calls.fetch_add(1, Ordering::SeqCst);
         let remaining = request.extensions().get::<Admission>().map_or("none".to_owned(), |a| a.remaining.to_string());
@@ -101,4 +106,49 @@ async fn requests_without_a_key_are_not_limited() {
     }
     assert_eq!(calls.load(Ordering::SeqCst), 30);
     assert!(limiter.is_empty());
+}
+
+/// A decider that answers after a round trip, as one counting in a shared store does: it admits
+/// its first `allow` requests and denies the rest, and counts how many it was asked.
+struct Remote {
+    asked: AtomicUsize,
+    allow: usize,
+}
+
+impl Decide<IpAddr> for Remote {
+    fn decide(&self, _ip: IpAddr, quota: Quota) -> impl Future<Output = Result<Admission, Denial>> + Send {
+        let n = self.asked.fetch_add(1, Ordering::SeqCst);
+        let allow = self.allow;
+        async move {
+            // Pending once, as a round trip is.
+            tokio::task::yield_now().await;
+            if n < allow {
+                let remaining = u32::try_from(allow - n - 1).unwrap();
+                Ok(Admission { limit: quota.burst().get(), remaining, reset_after: Duration::ZERO })
+            } else {
+                Err(Denial { limit: quota.burst().get(), retry_after: Duration::from_secs(3) })
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_decider_that_answers_later_is_waited_for() {
+    let remote = Arc::new(Remote { asked: AtomicUsize::new(0), allow: 2 });
+    let layer = RateLimitLayer::new(remote.clone(), client_ip, |_: &IpAddr| ip_quota(), reject);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let service = layer.layer(echo_remaining(calls.clone()));
+
+    let first = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
+    assert_eq!((first.status(), first.body().as_str()), (StatusCode::OK, "1"));
+    let second = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
+    assert_eq!((second.status(), second.body().as_str()), (StatusCode::OK, "0"));
+    let third = service.clone().oneshot(request(Some(CLIENT))).await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(third.headers().get(header::RETRY_AFTER), Some(&HeaderValue::from_static("3")));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the denied request never reached the service");
+    // A request without a key is not asked about.
+    let keyless = service.oneshot(request(None)).await.unwrap();
+    assert_eq!(keyless.body(), "none");
+    assert_eq!(remote.asked.load(Ordering::SeqCst), 3);
 }
