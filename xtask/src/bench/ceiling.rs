@@ -100,7 +100,7 @@ fn payments_script(threads: usize) -> String {
 /// A `wrk` script over `entries` (method, path, token, JSON body): every request is formatted
 /// once in `init`, each thread cycles over all of them from its own offset, and, with a
 /// `budget`, stops after that many requests.
-fn cycling_script(
+pub(super) fn cycling_script(
     entries: impl Iterator<Item = (&'static str, String, String, Option<String>)>,
     budget: Option<usize>,
 ) -> String {
@@ -171,7 +171,7 @@ fn wrk_threads(options: &Options) -> usize {
 }
 
 /// Whether `wrk` can be run.
-fn wrk_available() -> bool {
+pub(super) fn wrk_available() -> bool {
     Command::new("wrk").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
 }
 
@@ -179,9 +179,21 @@ fn wrk_available() -> bool {
 fn run_wrk(script: &Path, addr: &str, options: &Options, seconds: u64) -> Result<Summary, String> {
     // Pinned: one thread on the generator's core.
     let (threads, core) = if options.pinned { (1, Some(GENERATOR_CORE)) } else { (wrk_threads(options), None) };
+    run_wrk_on(script, addr, options.connections, seconds, threads, core)
+}
+
+/// One `wrk` run of `threads` threads, on `core` when one is given.
+pub(super) fn run_wrk_on(
+    script: &Path,
+    addr: &str,
+    connections: usize,
+    seconds: u64,
+    threads: usize,
+    core: Option<&str>,
+) -> Result<Summary, String> {
     let output = on_core(core, "wrk")
         .arg(format!("-t{threads}"))
-        .arg(format!("-c{}", options.connections))
+        .arg(format!("-c{connections}"))
         .arg(format!("-d{seconds}s"))
         .args(["--latency", "--timeout", "5s", "-s"])
         .arg(script)
@@ -305,11 +317,11 @@ fn ratios(targets: &[(String, String)], rounds: &[Vec<Summary>], first: &str) ->
 }
 
 /// The core `--pinned` gives the generator, and the one it gives every system under test.
-const GENERATOR_CORE: &str = "0";
-const SYSTEM_CORE: &str = "1";
+pub(super) const GENERATOR_CORE: &str = "0";
+pub(super) const SYSTEM_CORE: &str = "1";
 
 /// `program` as a command, run by `taskset -c <core>` when a core is given.
-fn on_core(core: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub(super) fn on_core(core: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
     match core {
         Some(core) => {
             let mut command = Command::new("taskset");
