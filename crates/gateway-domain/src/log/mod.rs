@@ -141,6 +141,9 @@ pub struct Log {
     unanswered: Arc<std::sync::Mutex<std::collections::BTreeMap<CoopId, (u64, std::time::Instant)>>>,
     /// The hash tiles proofs and tile reads loaded.
     tile_cache: Arc<TileCache>,
+    /// Coops an entry bundle read found changed: their checkpointing stays stopped until the
+    /// process restarts (after the operator has restored the log and `fsck` finds it sound).
+    tampered: Arc<std::sync::Mutex<BTreeSet<CoopId>>>,
 }
 
 /// What one checkpointing round did for a coop.
@@ -184,6 +187,7 @@ impl Log {
             witnessing: Arc::default(),
             unanswered: Arc::default(),
             tile_cache: Arc::new(TileCache::new(TILE_CACHE_BYTES)),
+            tampered: Arc::default(),
         }
     }
 
@@ -221,11 +225,16 @@ impl Log {
         let origin = self.origin(coop);
         let now = self.clock.now_unix_secs();
         let label = coop.to_string();
-        let coop = coop.clone();
-        let result = transaction(self.transactor.as_ref(), move |tx| {
-            Box::pin(async move { round(tx, &coop, &origin, keys.as_ref(), now).await })
-        })
-        .await;
+        let tampered = self.tampered.lock().is_ok_and(|tampered| tampered.contains(coop));
+        let result = if tampered {
+            Err(integrity(coop, "a stored entry no longer hashes to its leaf (found when its bundle was read)"))
+        } else {
+            let coop = coop.clone();
+            transaction(self.transactor.as_ref(), move |tx| {
+                Box::pin(async move { round(tx, &coop, &origin, keys.as_ref(), now).await })
+            })
+            .await
+        };
         // Every checked coop has its series from its first round, at 0 while its log is sound.
         let failures = metrics::counter!("icn_log_integrity_failures_total", "coop" => label.clone());
         if let Err(Error::Internal(message)) = &result
@@ -606,6 +615,22 @@ impl Log {
             if entries.len() != usize::from(tile.width()) {
                 return Err(integrity(coop, &format!("entries {first}.. are missing")));
             }
+            // Served only as they were hashed: a changed entry stops the coop's signing too.
+            let leaves = self
+                .tile_cache
+                .read(self.reads.as_ref(), coop, 0, tile.index(), tile.width())
+                .await?
+                .unwrap_or_default();
+            let width = usize::from(tile.width()) * 32;
+            if let Err(err) = check_leaves(coop, first, &entries, leaves.get(..width).unwrap_or(&leaves)) {
+                if let Ok(mut tampered) = self.tampered.lock()
+                    && tampered.insert(coop.clone())
+                {
+                    tracing::error!(coop = %coop, "{err}: checkpoint signing stopped for this coop");
+                }
+                metrics::counter!("icn_log_integrity_failures_total", "coop" => coop.to_string()).increment(1);
+                return Err(err);
+            }
             let bundle = encode_entry_bundle(entries.iter().map(String::as_bytes))
                 .map_err(|e| Error::Internal(format!("entry bundle: {e}")))?;
             return Ok((bundle, full));
@@ -617,19 +642,6 @@ impl Log {
             .filter(|b| b.len() >= usize::from(tile.width()) * 32)
             .ok_or_else(|| integrity(coop, &format!("tile {path} is missing")))?;
         Ok((bytes[..usize::from(tile.width()) * 32].to_vec(), full))
-    }
-
-    /// The entry of event `seq` and its index in the log, once the log holds it.
-    pub async fn entry_of(&self, coop: &CoopId, seq: u64) -> Result<(u64, String), Error> {
-        let head = self.head(coop).await?;
-        let index = index_of(&head, seq)?;
-        let entry = self
-            .reads
-            .log_entries(coop, index, 1)
-            .await?
-            .pop()
-            .ok_or_else(|| Error::not_found("event", seq.to_string()))?;
-        Ok((index, entry))
     }
 
     /// A c2sp.org/tlog-proof of the entry of event `seq` against the latest signed checkpoint;

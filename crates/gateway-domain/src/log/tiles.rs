@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use gateway_core::{CoopId, Error};
 use gateway_tlog::tile::{FULL_WIDTH, Tile, TileHashReader, TileReader};
-use gateway_tlog::tree::TreeError;
+use gateway_tlog::tree::{HashReader, TreeError};
 use gateway_tlog::{Hash, merkle_root};
 
 use crate::ports::{LogReads, LogTx};
@@ -45,6 +45,53 @@ impl TileReader for Tiles {
     }
 }
 
+/// The tiles a unit of work or a read has loaded, then those the process's cache keeps.
+struct Cached<'a> {
+    tiles: &'a Tiles,
+    cache: Option<&'a TileCache>,
+    coop: &'a CoopId,
+}
+
+impl TileReader for Cached<'_> {
+    fn read_tile(&self, tile: Tile) -> Result<Cow<'_, [u8]>, TreeError> {
+        let key = (tile.level(), tile.index());
+        if !self.tiles.known.contains_key(&key)
+            && let Some(cache) = self.cache
+            && let Some(bytes) = cache.get(&(self.coop.clone(), key.0, key.1), tile.width())
+        {
+            return Ok(Cow::Owned(bytes[..usize::from(tile.width()) * HASH].to_vec()));
+        }
+        self.tiles.read_tile(tile)
+    }
+}
+
+/// A reader that takes the hashes of complete subtrees from the [`TileCache`] when it has
+/// computed them before (such a hash is the same in every tree that holds the subtree), and
+/// keeps those it computes.
+struct Memo<'a, R> {
+    reader: &'a R,
+    cache: &'a TileCache,
+    coop: &'a CoopId,
+    size: u64,
+}
+
+impl<R: HashReader> HashReader for Memo<'_, R> {
+    fn subtree_hash(&self, level: u8, index: u64) -> Result<Hash, TreeError> {
+        // A hash at a tile's own height is one of its stored hashes: nothing to keep.
+        if level % 8 == 0 {
+            return self.reader.subtree_hash(level, index);
+        }
+        let complete = level < 64 && index < self.size >> level;
+        let key = (self.coop.clone(), level, index);
+        if complete && let Some(hash) = self.cache.subtree(&key) {
+            return Ok(hash);
+        }
+        let hash = self.reader.subtree_hash(level, index)?;
+        self.cache.keep_subtree(key, hash);
+        Ok(hash)
+    }
+}
+
 /// Where tiles are loaded from.
 pub(crate) enum Source<'a, T: LogTx + ?Sized> {
     /// A unit of work.
@@ -55,16 +102,28 @@ pub(crate) enum Source<'a, T: LogTx + ?Sized> {
 
 impl Tiles {
     /// Runs `op` over the tree of `size` leaves, loading each tile it asks for from `source`
-    /// until it completes (a proof touches at most two tiles per level).
+    /// until it completes (a proof touches at most two tiles per level). Reading through the
+    /// process's [`TileCache`], kept tiles and the complete subtrees' hashes computed before are
+    /// taken from it without a pass of their own.
     pub(crate) async fn with<R, T: LogTx + ?Sized>(
         &mut self,
         coop: &CoopId,
         source: &mut Source<'_, T>,
         size: u64,
-        op: impl Fn(&TileHashReader<&Tiles>) -> Result<R, TreeError>,
+        op: impl Fn(&dyn HashReader) -> Result<R, TreeError>,
     ) -> Result<R, Error> {
+        let cache = match source {
+            Source::Reads(_, cache) => *cache,
+            Source::Tx(_) => None,
+        };
         for _ in 0..64 {
-            let outcome = op(&TileHashReader::new(size, &*self));
+            let outcome = {
+                let reader = TileHashReader::new(size, Cached { tiles: &*self, cache, coop });
+                match cache {
+                    Some(cache) => op(&Memo { reader: &reader, cache, coop, size }),
+                    None => op(&reader),
+                }
+            };
             let missing = std::mem::take(&mut *self.missing.borrow_mut());
             match outcome {
                 Ok(value) => return Ok(value),
@@ -162,6 +221,17 @@ impl Tiles {
 pub struct TileCache {
     half: usize,
     inner: Mutex<Generations>,
+    /// Complete subtrees' hashes (a quarter of the bound), the same way.
+    subtrees: Mutex<SubtreeGenerations>,
+}
+
+/// What one kept subtree hash costs, roughly: the hash, its key and the map's slot.
+const SUBTREE_BYTES: usize = 96;
+
+#[derive(Debug, Default)]
+struct SubtreeGenerations {
+    young: HashMap<TileKey, Hash>,
+    old: HashMap<TileKey, Hash>,
 }
 
 type TileKey = (CoopId, u8, u64);
@@ -177,7 +247,26 @@ struct Generations {
 impl TileCache {
     /// A cache holding at most about `bytes` of tiles.
     pub fn new(bytes: usize) -> Self {
-        Self { half: (bytes / 2).max(HASH), inner: Mutex::default() }
+        Self { half: (bytes / 2).max(HASH), inner: Mutex::default(), subtrees: Mutex::default() }
+    }
+
+    fn subtree(&self, key: &TileKey) -> Option<Hash> {
+        let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hash) = kept.young.get(key) {
+            return Some(*hash);
+        }
+        let hash = kept.old.remove(key)?;
+        kept.young.insert(key.clone(), hash);
+        Some(hash)
+    }
+
+    fn keep_subtree(&self, key: TileKey, hash: Hash) {
+        let limit = (self.half / 4 / SUBTREE_BYTES).max(1);
+        let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.young.insert(key, hash);
+        if kept.young.len() >= limit {
+            kept.old = std::mem::take(&mut kept.young);
+        }
     }
 
     /// Tile `(level, index)` of the coop's log with at least `width` hashes, from memory when
@@ -203,7 +292,7 @@ impl TileCache {
         Ok(bytes)
     }
 
-    fn get(&self, key: &TileKey, width: u16) -> Option<Arc<[u8]>> {
+    pub(crate) fn get(&self, key: &TileKey, width: u16) -> Option<Arc<[u8]>> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(bytes) = inner.young.get(key) {
             return (bytes.len() >= usize::from(width) * HASH).then(|| bytes.clone());

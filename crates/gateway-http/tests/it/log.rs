@@ -290,7 +290,7 @@ async fn every_proof_verifies(app: &TestApp, token: &str, size: u64) {
 
 /// A full bundle of 256 entries is kept as one row (the entry bundle served), the entries after
 /// it one a row; proofs and bundles read the same either way, and a change inside a kept bundle
-/// is found by `fsck`.
+/// is found by `fsck` and by the first read of the bundle, which then stops the coop's signing.
 #[tokio::test]
 async fn full_bundles_are_kept_whole_and_checked() {
     for app in TestApp::every_store().await {
@@ -318,6 +318,13 @@ async fn full_bundles_are_kept_whole_and_checked() {
         gateway_store::testing::tamper(&app.spec, change).await;
         let problems = app.state.log.fsck(&coop("c1")).await.unwrap();
         assert!(problems.iter().any(|p| p.contains("no longer hashes to its leaf")), "{problems:?}");
+        // The changed bundle is not served, and reading it stops the coop's signing.
+        let honest = checkpoint(&app, "c1").await.size();
+        app.get("/v1/coops/c1/log/tile/entries/000", &tokens[0]).await.assert_error(500, "INTERNAL_ERROR");
+        pay(&app, &tokens[0], 2, 3, 1.0, "after").await;
+        let refused = app.state.log.checkpoint(&coop("c1")).await.unwrap_err();
+        assert!(refused.to_string().contains("no longer hashes to its leaf"), "{refused}");
+        assert_eq!(checkpoint(&app, "c1").await.size(), honest, "no new checkpoint over a changed bundle");
     }
 }
 
