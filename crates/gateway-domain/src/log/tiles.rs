@@ -78,7 +78,7 @@ struct Memo<'a, R> {
 impl<R: HashReader> HashReader for Memo<'_, R> {
     fn subtree_hash(&self, level: u8, index: u64) -> Result<Hash, TreeError> {
         // A hash at a tile's own height is one of its stored hashes: nothing to keep.
-        if level % 8 == 0 {
+        if level.is_multiple_of(8) {
             return self.reader.subtree_hash(level, index);
         }
         let complete = level < 64 && index < self.size >> level;
