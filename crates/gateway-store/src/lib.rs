@@ -282,8 +282,8 @@ pub struct Store {
     writer: Option<mpsc::Sender<writer::Job>>,
     /// Committed-event signals.
     feed: broadcast::Sender<CoopSignal>,
-    /// The tasks relaying other replicas' NOTIFY signals and announcing this replica's commits
-    /// (PostgreSQL), stopped with the store.
+    /// The tasks relaying other replicas' NOTIFY signals, announcing this replica's commits and
+    /// numbering events that wait for their number (PostgreSQL), stopped with the store.
     tasks: Vec<tokio::task::AbortHandle>,
     /// This replica's announcements of its commits to the others (PostgreSQL).
     announcer: Option<Arc<writer::Announcer>>,
@@ -452,11 +452,13 @@ impl Store {
                 let announcer = Arc::<writer::Announcer>::default();
                 // Announced over the reads' connections: never behind writes queued on a row.
                 let announcing = tokio::spawn(announcer.clone().run(read_pool.clone())).abort_handle();
+                let sweeping =
+                    tokio::spawn(writer::number_waiting(pool.clone(), feed.clone(), announcer.clone())).abort_handle();
                 Ok(Self {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
-                    tasks: vec![listener, announcing],
+                    tasks: vec![listener, announcing, sweeping],
                     announcer: Some(announcer),
                     read_pool: Some(read_pool),
                     trust_changes,

@@ -119,14 +119,16 @@ async fn within_deadline<T>(read: impl std::future::Future<Output = Result<T, Er
 impl Store {
     /// The transactions of `coop` a history filter matches ('' for "any account" or "any
     /// currency"), kept by the triggers of migration 0021 as transactions are recorded, so a
-    /// page of history does not count the coop's history.
+    /// page of history does not count the coop's history. On PostgreSQL the transactions whose
+    /// events still wait for their number are counted apart, until the numbering adds them to
+    /// the total (migration 0023): the sum is exact at any moment.
     async fn history_count(&self, coop: &CoopId, account: &str, currency: &str) -> Result<u64, Error> {
-        let n: Option<i64> = self
-            .read_optional(
-                "SELECT n FROM history_counts WHERE coop_id = $1 AND account = $2 AND currency = $3",
-                args![coop.as_str(), account, currency],
-            )
-            .await?;
+        const SQLITE: &str = "SELECT n FROM history_counts WHERE coop_id = $1 AND account = $2 AND currency = $3";
+        const POSTGRES: &str = "SELECT COALESCE((SELECT n FROM history_counts \
+            WHERE coop_id = $1 AND account = $2 AND currency = $3), 0) + (SELECT COUNT(*) FROM history_count_changes \
+            WHERE coop_id = $1 AND account = $2 AND currency = $3)";
+        let sql = if matches!(self.backend, Backend::Postgres(_)) { POSTGRES } else { SQLITE };
+        let n: Option<i64> = self.read_optional(sql, args![coop.as_str(), account, currency]).await?;
         Ok(n.map_or(0, to_u64))
     }
 }
@@ -388,7 +390,7 @@ impl EventReads for Store {
 
     async fn oldest_seq(&self, coop: &CoopId) -> Result<u64, Error> {
         let seq: Option<i64> =
-            self.read_one("SELECT MIN(seq) FROM events WHERE coop_id = $1", args![coop.as_str()]).await?;
+            self.read_one("SELECT MIN(seq) FROM events WHERE coop_id = $1 AND seq > 0", args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 }

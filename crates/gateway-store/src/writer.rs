@@ -17,7 +17,8 @@ use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::{Conn, Db, sqlite_error};
+use crate::conn::events::NUMBER_SQL;
+use crate::conn::{Conn, Db, sqlite_error, to_u64};
 use crate::sqlite::{Checkpoints, WriterConn};
 use crate::view::{BalanceView, Touched};
 use crate::{db_error, health};
@@ -243,8 +244,9 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 }
 
 /// Runs one job in its own PostgreSQL transaction. After the commit, each coop the job appended
-/// events to is announced with its counter as read then (every number up to it is committed):
-/// at once to this replica's own feed, and through the [`Announcer`] to every replica's.
+/// events to has its waiting events numbered (this job's among them) and is announced with its
+/// counter then (every number up to it is committed): at once to this replica's own feed, and
+/// through the [`Announcer`] to every replica's.
 ///
 /// The work and its commit have [`crate::POSTGRES_DEADLINE`] together: a frozen server gets
 /// the request a 503, never an endless wait. Before the commit was sent nothing was committed
@@ -302,39 +304,79 @@ pub(crate) async fn run_postgres(
             )));
         }
     };
-    // Committed. The number the commit gave the last event, left on this connection by the
-    // numbering trigger (migration 0016), and each coop's counter for this replica's feed:
-    // best effort, within the deadline too.
-    let announce = async {
-        let last = if coops.is_empty() {
-            replayed
-        } else {
-            let setting: Option<String> = Conn::new(Db::Postgres(&mut conn))
-                .fetch_one("SELECT current_setting('icn.event_seq', true)", &[])
-                .await
-                .ok()
-                .flatten();
-            setting.and_then(|s| s.split_once('\t').and_then(|(_, seq)| seq.parse().ok()))
-        };
-        for coop in coops {
-            match Conn::new(Db::Postgres(&mut conn)).event_counter(&coop).await {
-                Ok(seq) => {
+    // Committed. Each coop's waiting events are numbered now (migration 0023), this job's among
+    // them, and announced with the coop's counter: at once to this replica's own feed, and
+    // through the announcer to every replica's. Within the deadline too; should the numbering
+    // fail, the sweep ([`number_waiting`]) numbers the events and the answer goes without its
+    // `ICN-Event-Seq`.
+    let numbering = async {
+        let mut last = replayed;
+        for (coop, placeholder) in coops {
+            let numbered: Result<(Option<i64>, Option<i64>), Error> =
+                Conn::new(Db::Postgres(&mut conn)).fetch_one(NUMBER_SQL, args![coop.as_str(), placeholder]).await;
+            match numbered {
+                Ok((counter, given)) => {
+                    last = given.map(to_u64);
+                    let seq = counter.map_or(0, to_u64);
                     announcer.note(&coop, seq);
                     let _ = feed.send(CoopSignal { coop_id: coop, seq });
                 }
-                // Committed all the same: the outbox is read by number whatever the signal,
-                // and the hub's poll and the log's sweep find the new events.
-                Err(err) => tracing::warn!("reading coop {coop}'s event counter after a commit: {err}"),
+                Err(err) => {
+                    last = None;
+                    tracing::warn!("numbering coop {coop}'s events after a commit: {err} (the sweep numbers them)");
+                }
             }
         }
         last
     };
-    match tokio::time::timeout(deadline, announce).await {
+    match tokio::time::timeout(deadline, numbering).await {
         Ok(last) => Ok(last),
         Err(_) => {
             conn.close_on_drop();
-            tracing::warn!("no answer to the reads after a commit within {deadline:?}: the commit stands");
-            Ok(replayed)
+            tracing::warn!("no answer to the numbering after a commit within {deadline:?}: the commit stands");
+            Ok(None)
+        }
+    }
+}
+
+/// How often each replica numbers the events that still wait for a number.
+const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Numbers, once every [`SWEEP_INTERVAL`], the events of every coop that still wait for their
+/// number (PostgreSQL): those a replica committed but did not number, because it died between
+/// its commit and the numbering or the numbering failed. Announced like any others.
+pub(crate) async fn number_waiting(pool: PgPool, feed: broadcast::Sender<CoopSignal>, announcer: Arc<Announcer>) {
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(SWEEP_INTERVAL).await;
+        let swept = tokio::time::timeout(crate::POSTGRES_DEADLINE, async {
+            let coops: Vec<String> =
+                sqlx::query_scalar("SELECT DISTINCT coop_id FROM events WHERE seq < 0").fetch_all(&pool).await?;
+            for coop in coops {
+                let (counter,): (Option<i64>,) =
+                    sqlx::query_as("SELECT counter FROM number_events($1, NULL)").bind(&coop).fetch_one(&pool).await?;
+                if let (Ok(coop), Some(seq)) = (gateway_core::CoopId::parse(&coop), counter) {
+                    let seq = to_u64(seq);
+                    tracing::info!("numbered coop {coop}'s events that waited, up to {seq}");
+                    announcer.note(&coop, seq);
+                    let _ = feed.send(CoopSignal { coop_id: coop, seq });
+                }
+            }
+            Ok::<(), sqlx::Error>(())
+        })
+        .await;
+        match swept {
+            Ok(Ok(())) => failing = false,
+            // Said once per outage.
+            Ok(Err(err)) if !failing => {
+                failing = true;
+                tracing::warn!("could not number the events that wait for a number: {err}");
+            }
+            Err(_) if !failing => {
+                failing = true;
+                tracing::warn!("could not number the events that wait for a number: no answer");
+            }
+            Ok(Err(_)) | Err(_) => {}
         }
     }
 }

@@ -848,8 +848,8 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
         None if tx.has_log(coop).await? => return Ok(Round::Idle),
         None => {
             // A coop from before the log: its state now, with the events numbered so far. The
-            // counter first: once it is held no event is numbered, so everything read after it
-            // (the settings included) is the state after event `after_seq`.
+            // counter first: once it is held no event of the coop is committed, so everything
+            // read after it (the settings included) is the state after event `after_seq`.
             let after_seq = tx.lock_event_counter(coop).await?;
             let Some(record) = tx.coop(coop).await? else {
                 return Ok(Round::Idle);
@@ -866,7 +866,7 @@ async fn round(tx: &mut dyn Tx, coop: &CoopId, origin: &str, keys: &dyn ReceiptK
             };
             start(tx, coop, after_seq, opened_entry(&snapshot, now)?).await?;
             // Committed without a signature: signing takes the receipt-key row, which a close
-            // takes before the event counter this round holds; the next round signs.
+            // takes before the coop's events, which this round holds; the next round signs.
             return Ok(Round::Unsigned { size: 1, reason: "log_opened" });
         }
     };

@@ -58,11 +58,11 @@ pub trait LogTx: Send {
     async fn log_tile(&mut self, coop: &CoopId, level: u8, index: u64) -> Result<Option<Vec<u8>>, Error>;
     /// Stores (or widens) hash tile `(level, index)`.
     async fn put_log_tile(&mut self, coop: &CoopId, level: u8, index: u64, hashes: &[u8]) -> Result<(), Error>;
-    /// The coop's committed events with `seq > after`, in order, at most `limit`, held from
-    /// being numbered further until the unit of work ends when `lock` (the log's snapshot).
+    /// The coop's numbered events with `seq > after`, in order, at most `limit`.
     async fn events_to_log(&mut self, coop: &CoopId, after: u64, limit: u32) -> Result<Vec<EventRecord>, Error>;
-    /// The coop's last event number, its counter held until the unit of work ends, so that no
-    /// event is numbered while a snapshot of the coop is read.
+    /// The coop's last event number, every event committed so far numbered and no other unit
+    /// of work of the coop committing events until this one ends, so that the state read
+    /// afterwards is the coop's state after that event (a snapshot).
     async fn lock_event_counter(&mut self, coop: &CoopId) -> Result<u64, Error>;
     /// Every member of the coop, by DID.
     async fn all_members(&mut self, coop: &CoopId) -> Result<Vec<MemberRecord>, Error>;

@@ -45,11 +45,17 @@ pub(crate) const EVENTS_AFTER_SQL: &str = "SELECT seq, event_type, timestamp, da
 /// A coop's last event number (no row: none yet). Every number up to it is committed.
 pub(crate) const COUNTER_SQL: &str = "SELECT seq FROM event_counters WHERE coop_id = $1";
 
-/// Writes one event with a placeholder number; the `events_numbered_at_commit` trigger gives it
-/// the coop's next number at `COMMIT` (migrations `0011_events_numbered_at_commit.sql` and
-/// `0012_event_numbering_search_path.sql`).
-const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, event_type, timestamp, data) \
-    VALUES ($1, -nextval('event_placeholders'), $2, $3, $4)";
+/// Writes one event with a placeholder number (negative, kept in `placeholder` too), which the
+/// coop's numbering after the commit replaces (migration `0023_events_numbered_after_commit.sql`),
+/// holding the coop's writers lock shared until the commit (only the log's opening of a coop from
+/// before the log takes it alone). Returns the placeholder.
+const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
+    SELECT $1, w.placeholder, w.placeholder, $2, $3, $4 FROM (SELECT -nextval('event_placeholders') AS placeholder, \
+    pg_advisory_xact_lock_shared(coop_lock_key('writers', $1))) AS w RETURNING seq";
+
+/// Numbers a coop's committed events still waiting for their number (`$1` coop): its counter
+/// after, and the number of the event written with placeholder `$2` (NULL: none asked).
+pub(crate) const NUMBER_SQL: &str = "SELECT counter, given FROM number_events($1, $2)";
 
 #[async_trait]
 impl EventTx for Conn<'_> {
@@ -62,9 +68,7 @@ impl EventTx for Conn<'_> {
     ) -> Result<(), Error> {
         let timestamp = to_i64(timestamp)?;
         if !self.is_sqlite() {
-            // The counter row is the coop's sequence lock, held from the moment it is taken
-            // until the commit: taken by the commit itself (see `flush_events`), so that units of
-            // work of one coop wait for each other's commit only, not for each other's statements.
+            // Written last, just before the commit (see `flush_events`), numbered after it.
             self.pending_events.push(PendingEvent {
                 coop: coop.clone(),
                 event_type: event_type.to_owned(),
@@ -94,7 +98,8 @@ impl EventTx for Conn<'_> {
         // Never an event the coop's log has not copied yet (INTERFACE.md §12: the log keeps every
         // event; the outbox's retention limits backfill only). A coop without a log (one from
         // before the log) will open it at its latest event and needs none of the older ones.
-        let sql = "DELETE FROM events WHERE timestamp < $1 AND seq <= \
+        // Never one still waiting for its number (PostgreSQL: `seq < 0`).
+        let sql = "DELETE FROM events WHERE timestamp < $1 AND seq > 0 AND seq <= \
                    (SELECT c.seq FROM event_counters c WHERE c.coop_id = events.coop_id) - $2 \
                    AND seq <= COALESCE((SELECT l.after_seq + l.size - 1 FROM coop_logs l \
                                         WHERE l.coop_id = events.coop_id), seq)";
@@ -104,39 +109,30 @@ impl EventTx for Conn<'_> {
 
 impl Conn<'_> {
     /// PostgreSQL: writes the unit of work's appended events, as its last statements before the
-    /// commit, each with a placeholder number; `COMMIT` numbers them (the deferred trigger of
-    /// migration 0011), in the order they were written, each coop's from its counter row, which
-    /// then stays locked until the commit ends. They are written coop by coop in the order of the
-    /// coops' ids (a coop's own events keep their order), so two units of work appending to the
-    /// same coops take the counters in the same order and never wait for each other in a cycle.
-    /// A keyed answer the unit of work decided is marked for its number last (see
-    /// `idempotency_put`).
-    /// Returns the coops, each once, whose new last number is to be announced after the commit.
-    pub(crate) async fn flush_events(&mut self) -> Result<Vec<CoopId>, Error> {
+    /// commit, each with a placeholder number, coop by coop in the order of the coops' ids (a
+    /// coop's own events keep their order). A keyed answer the unit of work decided keeps the
+    /// placeholder of its last event (see `idempotency_put`) until the numbering gives it the
+    /// number. Returns the coops, each once, with the placeholder of their last event: to be
+    /// numbered and announced after the commit ([`NUMBER_SQL`]).
+    pub(crate) async fn flush_events(&mut self) -> Result<Vec<(CoopId, i64)>, Error> {
         let mut pending = std::mem::take(&mut self.pending_events);
         pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
-        let mut coops: Vec<CoopId> = Vec::new();
+        let mut coops: Vec<(CoopId, i64)> = Vec::new();
         for event in pending {
-            self.execute(
-                APPEND_PG,
-                args![event.coop.as_str(), event.event_type.as_str(), event.timestamp, event.data.as_str()],
-            )
-            .await?;
-            if coops.last() != Some(&event.coop) {
-                coops.push(event.coop);
+            let placeholder: i64 = self
+                .fetch_one(
+                    APPEND_PG,
+                    args![event.coop.as_str(), event.event_type.as_str(), event.timestamp, event.data.as_str()],
+                )
+                .await?;
+            match coops.last_mut() {
+                Some((coop, last)) if *coop == event.coop => *last = placeholder,
+                _ => coops.push((event.coop, placeholder)),
             }
         }
-        // A keyed answer, marked after the events: its deferred trigger runs after theirs and
-        // copies the number the last of them got (migration 0019).
-        if !coops.is_empty() {
-            self.number_answer().await?;
+        if let Some((_, last)) = coops.last() {
+            self.number_answer_with(*last).await?;
         }
         Ok(coops)
-    }
-
-    /// The coop's last event number, 0 before its first event.
-    pub(crate) async fn event_counter(&mut self, coop: &CoopId) -> Result<u64, Error> {
-        let seq: Option<i64> = self.fetch_optional(COUNTER_SQL, args![coop.as_str()]).await?;
-        Ok(seq.map(to_u64).unwrap_or(0))
     }
 }

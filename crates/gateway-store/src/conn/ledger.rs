@@ -185,7 +185,7 @@ pub(crate) fn idempotency_from_row(row: IdempotencyRow) -> IdempotencyRecord {
         status: u16::try_from(row.status).unwrap_or(500),
         body: row.body,
         created_at: to_u64(row.created_at),
-        // A number not yet given (-1) never outlives its commit.
+        // PostgreSQL: a placeholder (negative) until the numbering after the commit: no number yet.
         event_seq: row.event_seq.filter(|seq| *seq > 0).map(to_u64),
     }
 }
@@ -337,7 +337,8 @@ impl LedgerTx for Conn<'_> {
 
     async fn idempotency_put(&mut self, r: &IdempotencyRecord) -> Result<(), Error> {
         // Given the number of the unit of work's last event once it has appended them all: at
-        // the end of the job on SQLite, by the commit on PostgreSQL (`Conn::number_answer`).
+        // the end of the job on SQLite, by the numbering after the commit on PostgreSQL
+        // (`Conn::number_answer_with`).
         self.pending_answer = Some(r.key.clone());
         self.write_answer(r, None).await
     }
@@ -450,20 +451,21 @@ impl LedgerTx for Conn<'_> {
 }
 
 impl Conn<'_> {
-    /// Gives the keyed answer this unit of work decided the number of the last event it
-    /// appended, once it appended them all: on SQLite the number itself, on PostgreSQL -1, which
-    /// the deferred trigger of migration 0019 replaces at the commit, after the events' numbers.
-    /// Nothing when it decided no answer or appended no event.
+    /// SQLite: gives the keyed answer this unit of work decided the number of the last event it
+    /// appended, once it appended them all. Nothing when it decided no answer or appended no
+    /// event.
     pub(crate) async fn number_answer(&mut self) -> Result<(), Error> {
+        match self.appended.last() {
+            Some(signal) => self.number_answer_with(to_i64(signal.seq)?).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Gives the keyed answer this unit of work decided, if any, `seq`: on SQLite the number of
+    /// its last event; on PostgreSQL that event's placeholder, which the numbering after the
+    /// commit replaces with its number (migration 0023).
+    pub(crate) async fn number_answer_with(&mut self, seq: i64) -> Result<(), Error> {
         let Some(key) = self.pending_answer.take() else { return Ok(()) };
-        let seq = if self.is_sqlite() {
-            match self.appended.last() {
-                Some(signal) => to_i64(signal.seq)?,
-                None => return Ok(()),
-            }
-        } else {
-            -1
-        };
         self.execute("UPDATE idempotency SET event_seq = $2 WHERE key = $1", args![key.as_str(), seq]).await.map(|_| ())
     }
 

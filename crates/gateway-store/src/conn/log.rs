@@ -197,8 +197,11 @@ impl LogTx for Conn<'_> {
     }
 
     async fn lock_event_counter(&mut self, coop: &CoopId) -> Result<u64, Error> {
-        let sql = if self.is_sqlite() { COUNTER_SQL.to_owned() } else { format!("{COUNTER_SQL} FOR UPDATE") };
-        let seq: Option<i64> = self.fetch_optional(&sql, args![coop.as_str()]).await?;
+        // SQLite's single writer: no other unit of work runs until this one ends. PostgreSQL: no
+        // unit of work of the coop writes events until this one ends, and every committed one
+        // is numbered (migration 0023, `hold_coop_events`).
+        let sql = if self.is_sqlite() { COUNTER_SQL } else { "SELECT counter FROM hold_coop_events($1)" };
+        let seq: Option<i64> = self.fetch_optional(sql, args![coop.as_str()]).await?;
         Ok(seq.map(to_u64).unwrap_or(0))
     }
 

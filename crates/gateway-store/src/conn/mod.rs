@@ -36,7 +36,7 @@ pub(crate) struct Conn<'a> {
     /// once the group commits, never before.
     pub(crate) appended: Vec<CoopSignal>,
     /// PostgreSQL: the events appended by the unit of work, written by [`Conn::flush_events`]
-    /// just before the commit, which numbers them (see
+    /// just before the commit and numbered after it (see
     /// [`gateway_domain::ports::EventTx::append_event`]).
     pub(crate) pending_events: Vec<events::PendingEvent>,
     /// The balances and coop rows its statements changed, for the balance read model.
@@ -45,7 +45,7 @@ pub(crate) struct Conn<'a> {
     /// batch's payments share one body, sent to the database once.
     pub(crate) bodies_kept: Vec<String>,
     /// The key of the answer this unit of work decided, given the number of its last event
-    /// once the work is done (`Conn::number_answer`).
+    /// once the work is done (`Conn::number_answer`, `Conn::number_answer_with`).
     pub(crate) pending_answer: Option<String>,
     /// The event number of an answer this unit of work found stored under its key and replays,
     /// reported as the job's `ICN-Event-Seq`.

@@ -635,6 +635,37 @@ async fn a_failed_unit_of_work_undoes_only_its_own_writes(backend: Backend) {
 /// consecutive and in the order it appended them, a failed unit of work leaves no event and uses
 /// up no number, and none waits for another in a cycle (PostgreSQL takes the coops' counters in
 /// the order of their ids, whatever the order of the appends).
+/// Payments committed at once are numbered without a gap, and each answer names its own event
+/// (its `ICN-Event-Seq`: the event at that number is that payment's), as does its replay; the
+/// history totals count every one.
+async fn each_answer_names_its_own_event(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 9).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    let key = |i: u32| Some(Idempotency { key: format!("c1/own/{i}"), request_hash: "h".into() });
+    let pay = |i: u32| payment(1 + i % 8, 0, Amount::from_micros(1_000_000 + i64::from(i)));
+    let results = join_all((0..48u32).map(|i| appended::track(f.ledger.pay(&coop, pay(i), key(i))))).await;
+    let events = f.store.events_after(&coop, before, 1000).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (before + 1..=before + 48).collect::<Vec<_>>());
+    for (i, (result, seq)) in (0..48u32).zip(results) {
+        let Replay::Fresh(record) = result.unwrap() else { panic!("payment {i} is new") };
+        let seq = seq.unwrap_or_else(|| panic!("payment {i} names its event"));
+        let event = &events[usize::try_from(seq - before - 1).unwrap()];
+        assert_eq!(event.event_type, "PaymentCreated");
+        assert_eq!(event.data.to_value()["id"], record.id.as_str(), "payment {i}'s answer names its own event");
+        let (again, again_seq) = appended::track(f.ledger.pay(&coop, pay(i), key(i))).await;
+        assert!(matches!(again.unwrap(), Replay::Replayed(_)));
+        assert_eq!(again_seq, Some(seq), "payment {i}'s replay names the same event");
+    }
+    let page = PageRequest { limit: 1, offset: 0 };
+    let (_, total) =
+        f.store.history(&HistoryQuery { coop: coop.clone(), account: None, currency: None, page }).await.unwrap();
+    assert_eq!(total, 48);
+    let payer = Some(did(1).to_string());
+    let (_, total) = f.store.history(&HistoryQuery { coop, account: payer, currency: None, page }).await.unwrap();
+    assert_eq!(total, 6, "member 1 paid six of them");
+}
+
 async fn concurrent_appends_are_numbered_without_gaps(backend: Backend) {
     let Some(f) = Fixture::open(backend).await else { return };
     let (c1, c2) = (f.coop("c1", 1).await, f.coop("c2", 1).await);
@@ -1263,6 +1294,7 @@ conformance!(
     balance_reads_follow_every_commit,
     a_failed_unit_of_work_undoes_only_its_own_writes,
     concurrent_appends_are_numbered_without_gaps,
+    each_answer_names_its_own_event,
     every_record_reads_back_as_written,
     a_signed_batch_keeps_its_body_once,
     kept_totals_equal_the_rows_they_count,

@@ -8,6 +8,7 @@ mod conformance;
 mod files;
 mod history;
 mod nonces;
+mod numbering;
 mod pools;
 mod races;
 mod support;

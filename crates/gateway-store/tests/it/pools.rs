@@ -10,8 +10,8 @@ use gateway_store::StoreSpec;
 
 use crate::support::{Backend, Fixture, did};
 
-/// More payments than the store has write connections are stuck at their commit or waiting for a
-/// connection (a session of the test holds the coop's event counter row); balance reads and
+/// More payments than the store has write connections are stuck in their unit of work or waiting
+/// for a connection (a session of the test holds the payer's balance row); balance reads and
 /// history still answer at once. Once the row is released the payments commit (any that waited
 /// more than 1 s for a connection got 503, and committed nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,10 +31,13 @@ async fn reads_answer_while_writes_queue_on_a_row() {
 
     let mut holder = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
-    sqlx::query("SELECT seq FROM event_counters WHERE coop_id = 'c1' FOR UPDATE").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT balance FROM balances WHERE coop_id = 'c1' AND account = $1 FOR UPDATE")
+        .bind(did(1).as_str())
+        .execute(&mut holder)
+        .await
+        .unwrap();
     // The default 16 connections: 12 for units of work (the event listener holds one of them),
-    // all taken by payments waiting for the row at their commit, and more payments waiting for
-    // one of them.
+    // all taken by payments waiting for the row, and more payments waiting for one of them.
     let payments: Vec<_> = (0..16)
         .map(|n| {
             let (ledger, coop) = (f.ledger.clone(), coop.clone());

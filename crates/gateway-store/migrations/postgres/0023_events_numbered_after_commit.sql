@@ -1,0 +1,137 @@
+-- A coop's events are numbered after their commit, not inside it (INTERFACE.md §9: 1, 2, …
+-- without gaps, durable, per coop). Numbered inside `COMMIT` (0011), each of the coop's commits
+-- held its `event_counters` row, and its `history_counts` total (0021), until its WAL flush had
+-- ended, so one coop's units of work committed one flush at a time, from every replica. Now:
+--
+-- - a unit of work writes its events with a placeholder number (negative, from
+--   `event_placeholders`; kept in `placeholder` too) and commits without touching a row another
+--   unit of work of the coop needs;
+-- - after its commit, the replica that ran it calls `number_events`, which, holding the coop's
+--   numbering lock (an advisory lock, no row, no WAL), gives every committed event of the coop
+--   still waiting its number, in the order they were written, moves the counter, gives waiting
+--   keyed answers their number and adds the waiting history counts to their totals: one
+--   transaction, one flush, for every commit that ended while the previous numbering flushed;
+-- - each replica numbers, once a second, every coop whose events still wait (a replica that died
+--   between a commit and its numbering left them).
+--
+-- Numbers follow the order in which events become visible to the numbering, a unit of work's
+-- events together: an event written after another unit of work's commit (because it read or
+-- waited for what that one changed) is numbered after that one's. Every number up to the counter is committed, so readers of the
+-- outbox (by number, `seq > n`) never see a gap, and a waiting event (`seq < 0`) is seen by no one.
+DROP TRIGGER events_numbered_at_commit ON events;
+DROP FUNCTION number_event();
+DROP TRIGGER idempotent_answer_numbered_at_commit ON idempotency;
+DROP FUNCTION number_idempotent_answer();
+DROP TRIGGER transactions_counted_at_commit ON transactions;
+
+ALTER TABLE events ADD COLUMN placeholder BIGINT;
+CREATE INDEX events_waiting ON events (coop_id) WHERE seq < 0;
+-- A keyed answer whose last event waits for its number holds that event's placeholder.
+CREATE INDEX idempotency_waiting ON idempotency (event_seq) WHERE event_seq < 0;
+
+-- A transaction's contributions to the history totals, one row per (coop, account or '',
+-- currency or '') it counts for, added to `history_counts` by the numbering. The reads add the
+-- waiting rows to the totals, so a total is exact at any moment.
+CREATE TABLE history_count_changes (
+    coop_id  TEXT NOT NULL,
+    account  TEXT NOT NULL,
+    currency TEXT NOT NULL
+);
+CREATE INDEX history_count_changes_key ON history_count_changes (coop_id, account, currency);
+
+CREATE OR REPLACE FUNCTION count_transaction() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO history_count_changes (coop_id, account, currency)
+    SELECT NEW.coop_id, a.account, c.currency
+    FROM (SELECT '' AS account UNION SELECT NEW.from_account UNION SELECT NEW.to_account) a,
+         (SELECT '' AS currency UNION SELECT NEW.currency
+          UNION SELECT NEW.to_currency WHERE NEW.to_currency IS NOT NULL) c;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER transactions_counted AFTER INSERT ON transactions
+    FOR EACH ROW EXECUTE FUNCTION count_transaction();
+
+-- The advisory lock keys of a coop: its numbering (held by `number_events`), and its writers
+-- (taken shared by every unit of work as it writes the coop's events, exclusive by the log's
+-- opening of a coop from before the log, which must read the coop's state as of its counter).
+-- Advisory locks are the database's, whatever the schema: the key names the schema too.
+CREATE FUNCTION coop_lock_key(kind TEXT, coop TEXT) RETURNS BIGINT LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $$ SELECT hashtextextended(current_schema() || chr(9) || kind || chr(9) || coop, 0) $$;
+
+-- Numbers the coop's committed events still waiting, in the order they were written; the
+-- caller holds the coop's numbering lock. Returns the coop's counter.
+CREATE FUNCTION number_waiting(p_coop TEXT) RETURNS BIGINT LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE
+    last_seq BIGINT;
+    added BIGINT;
+BEGIN
+    -- Each statement sees every commit before it (READ COMMITTED): those the lock waited for too.
+    SELECT c.seq INTO last_seq FROM event_counters c WHERE c.coop_id = p_coop;
+    last_seq := COALESCE(last_seq, 0);
+    -- A unit of work's events stay together: units of work in the order of their first event,
+    -- each one's events in the order it wrote them (placeholders count down).
+    WITH waiting AS (
+        SELECT w.placeholder, last_seq + row_number() OVER (ORDER BY w.first_of_its_work DESC, w.placeholder DESC) AS given
+        FROM (SELECT e.seq AS placeholder, max(e.seq) OVER (PARTITION BY e.xmin::text) AS first_of_its_work
+              FROM events e WHERE e.coop_id = p_coop AND e.seq < 0) w
+    ), numbered AS (
+        UPDATE events e SET seq = w.given FROM waiting w
+        WHERE e.coop_id = p_coop AND e.seq = w.placeholder
+        RETURNING w.placeholder, w.given
+    ), answered AS (
+        UPDATE idempotency i SET event_seq = n.given FROM numbered n
+        WHERE i.event_seq < 0 AND i.event_seq = n.placeholder
+    )
+    SELECT COUNT(*) INTO added FROM numbered;
+    IF added = 0 THEN
+        RETURN last_seq;
+    END IF;
+    INSERT INTO event_counters (coop_id, seq) VALUES (p_coop, last_seq + added)
+        ON CONFLICT (coop_id) DO UPDATE SET seq = excluded.seq;
+    WITH moved AS (
+        DELETE FROM history_count_changes h WHERE h.coop_id = p_coop RETURNING h.account, h.currency
+    )
+    INSERT INTO history_counts (coop_id, account, currency, n)
+    SELECT p_coop, m.account, m.currency, COUNT(*) FROM moved m
+    GROUP BY m.account, m.currency ORDER BY m.account, m.currency
+    ON CONFLICT (coop_id, account, currency) DO UPDATE SET n = history_counts.n + excluded.n;
+    RETURN last_seq + added;
+END
+$$;
+
+-- Takes the coop's numbering lock and numbers its waiting events: the coop's counter, and the
+-- number the event written with `p_placeholder` got (NULL: none asked, or not found).
+CREATE FUNCTION number_events(p_coop TEXT, p_placeholder BIGINT, OUT counter BIGINT, OUT given BIGINT)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(coop_lock_key('numbering', p_coop));
+    counter := number_waiting(p_coop);
+    IF p_placeholder IS NOT NULL THEN
+        SELECT e.seq INTO given FROM events e
+        WHERE e.coop_id = p_coop AND e.seq > 0 AND e.seq <= counter AND e.placeholder = p_placeholder
+        ORDER BY e.seq DESC LIMIT 1;
+    END IF;
+END
+$$;
+
+-- The log's opening of a coop from before the log (its `LogOpened` snapshot): takes the coop's
+-- writers lock, so that no unit of work of the coop writes events until this transaction ends
+-- (each waits at its first event, before its commit), waits for those writing now to commit,
+-- and numbers every committed event: the coop's state read afterwards is its state after event
+-- `counter`.
+CREATE FUNCTION hold_coop_events(p_coop TEXT, OUT counter BIGINT)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(coop_lock_key('writers', p_coop));
+    PERFORM pg_advisory_xact_lock(coop_lock_key('numbering', p_coop));
+    counter := number_waiting(p_coop);
+END
+$$;
+
+-- Events committed before this migration are numbered already; any written by a replica of the
+-- previous version while it ran are numbered by the first sweep.

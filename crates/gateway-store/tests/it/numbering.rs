@@ -1,0 +1,125 @@
+//! PostgreSQL numbers a coop's events after their commit (migration 0023): what a replica leaves
+//! unnumbered is numbered by the sweep, and units of work that commit together are numbered
+//! together, each answer naming its own event. Runs when `GATEWAY_TEST_POSTGRES_URL` is set.
+
+use std::time::Duration;
+
+use gateway_domain::ports::{EventFeed, EventReads, transaction};
+use gateway_store::StoreSpec;
+
+use crate::support::{Backend, Fixture};
+
+/// A replica that dies between a commit and its numbering leaves the commit's events waiting
+/// (`seq < 0`): another replica's sweep numbers them, after the events numbered before, without a
+/// gap, and announces them; until then no reader sees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_a_replica_left_unnumbered_are_numbered_by_the_sweep() {
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    // A coop of its own: the announcements of every schema's stores share PostgreSQL's channel.
+    let coop = f.coop("swept", 2).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    let mut feed = f.store.subscribe();
+
+    // The commit of a replica that then died: its events written as the store writes them, and
+    // never numbered.
+    let mut dead = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    let mut tx = sqlx::Connection::begin(&mut dead).await.unwrap();
+    for part in ["first", "second"] {
+        sqlx::query(
+            "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
+             SELECT 'swept', w.p, w.p, 'Checked', 1800000000, $1 FROM (SELECT -nextval('event_placeholders') AS p) AS w",
+        )
+        .bind(format!(r#"{{"part":"{part}"}}"#))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    drop(dead);
+    assert_eq!(f.store.current_seq(&coop).await.unwrap(), before, "not numbered yet");
+    assert!(f.store.events_after(&coop, before, 10).await.unwrap().is_empty(), "seen by no reader yet");
+    assert_eq!(f.store.oldest_seq(&coop).await.unwrap(), 1, "a waiting event is no event of the outbox");
+
+    // The sweep (once a second) numbers them and announces the coop's new counter.
+    let signal = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let signal = feed.recv().await.unwrap();
+            if signal.coop_id == coop && signal.seq >= before + 2 {
+                return signal;
+            }
+        }
+    })
+    .await
+    .expect("the sweep numbers waiting events within 5 s");
+    assert_eq!(signal.seq, before + 2);
+    let events = f.store.events_after(&coop, 0, 100).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=before + 2).collect::<Vec<_>>(), "no gap");
+    let parts: Vec<String> =
+        events[before as usize..].iter().map(|e| e.data.to_value()["part"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(parts, ["first", "second"], "in the order they were written");
+
+    // The next unit of work's events follow them.
+    let next = transaction(f.store.as_ref(), {
+        let coop = coop.clone();
+        move |tx| {
+            Box::pin(
+                async move { tx.append_event(&coop, "Checked", 1_800_000_001, &serde_json::json!({}).into()).await },
+            )
+        }
+    });
+    let (done, seq) = gateway_domain::ports::appended::track(next).await;
+    done.unwrap();
+    assert_eq!(seq, Some(before + 3));
+}
+
+/// Units of work that commit while another's numbering runs are numbered together afterwards,
+/// each one's events consecutive and in the order it wrote them, whatever the order in which
+/// their placeholders were drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_of_works_events_are_numbered_together() {
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("together", 2).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    // Two units of work whose placeholders interleave (a1, b1, a2, b2), both committed before
+    // any numbering: the numbering holds the coop's numbering lock meanwhile.
+    let connect = || async { <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap() };
+    let (mut lock, mut a, mut b) = (connect().await, connect().await, connect().await);
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'together'))")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let insert = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
+         SELECT 'together', w.p, w.p, 'Checked', 1800000000, $1 FROM (SELECT -nextval('event_placeholders') AS p) AS w";
+    sqlx::query("BEGIN").execute(&mut a).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut b).await.unwrap();
+    for (first, data) in [(true, "a1"), (false, "b1"), (true, "a2"), (false, "b2")] {
+        let conn = if first { &mut a } else { &mut b };
+        sqlx::query(insert).bind(format!(r#"{{"part":"{data}"}}"#)).execute(conn).await.unwrap();
+    }
+    // b commits first: a's events were written first all the same.
+    sqlx::query("COMMIT").execute(&mut b).await.unwrap();
+    sqlx::query("COMMIT").execute(&mut a).await.unwrap();
+    // A numbering asked for now waits for the lock, then numbers both.
+    let numbering = {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+            let (counter,): (i64,) = sqlx::query_as("SELECT counter FROM number_events('together', NULL)")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            counter
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!numbering.is_finished(), "the numbering waits for the coop's numbering lock");
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    assert_eq!(numbering.await.unwrap(), i64::try_from(before).unwrap() + 4);
+    let events = f.store.events_after(&coop, before, 10).await.unwrap();
+    let parts: Vec<String> = events.iter().map(|e| e.data.to_value()["part"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(parts, ["a1", "a2", "b1", "b2"], "each unit of work's events together, in the order written");
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (before + 1..=before + 4).collect::<Vec<_>>());
+}
