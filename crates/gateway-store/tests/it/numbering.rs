@@ -123,3 +123,36 @@ async fn a_unit_of_works_events_are_numbered_together() {
     assert_eq!(parts, ["a1", "a2", "b1", "b2"], "each unit of work's events together, in the order written");
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (before + 1..=before + 4).collect::<Vec<_>>());
 }
+
+/// The log's opening of a coop from before the log reads the coop's state as of its counter: it
+/// numbers what was committed and waits (then numbers) what is being committed, so no committed
+/// change is in its snapshot without its event under the counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_logs_opening_holds_the_coops_events() {
+    use gateway_domain::ports::LogTx;
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("opening", 2).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    let insert = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
+         SELECT 'opening', w.p, w.p, 'Checked', 1800000000, '{}' FROM (SELECT -nextval('event_placeholders') AS p, \
+         pg_advisory_xact_lock_shared(coop_lock_key('writers', 'opening'))) AS w";
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    // Committed, not numbered yet (its replica is about to number it, or died).
+    sqlx::query(insert).execute(&mut conn).await.unwrap();
+    // Being committed: written, not committed yet.
+    sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
+    sqlx::query(insert).execute(&mut conn).await.unwrap();
+    let opening = {
+        let (store, coop) = (f.store.clone(), coop.clone());
+        tokio::spawn(async move {
+            transaction(store.as_ref(), move |tx| Box::pin(async move { tx.lock_event_counter(&coop).await })).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!opening.is_finished(), "the opening waits for the unit of work writing the coop's events");
+    sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
+    let counter = opening.await.unwrap().unwrap();
+    assert_eq!(counter, before + 2, "both numbered, under the counter the opening read");
+    assert_eq!(f.store.current_seq(&coop).await.unwrap(), before + 2);
+}
