@@ -285,8 +285,8 @@ pub struct Store {
     /// The tasks relaying other replicas' NOTIFY signals, announcing this replica's commits and
     /// numbering events that wait for their number (PostgreSQL), stopped with the store.
     tasks: Vec<tokio::task::AbortHandle>,
-    /// This replica's announcements of its commits to the others (PostgreSQL).
-    announcer: Option<Arc<writer::Announcer>>,
+    /// This replica's numbering of its commits' events, which announces them (PostgreSQL).
+    numberer: Option<Arc<writer::Numberer>>,
     /// PostgreSQL: the connections of reads, apart from the units of work's (the pool of
     /// `Backend::Postgres`), so that a read never waits for a connection behind writes that
     /// queue on a coop's row (see [`StoreOptions::postgres_max_connections`]).
@@ -399,7 +399,7 @@ impl Store {
                     writer: Some(sender),
                     feed,
                     tasks: Vec::new(),
-                    announcer: None,
+                    numberer: None,
                     read_pool: None,
                     trust_changes: Arc::default(),
                     write_health: health::WriteHealth::default(),
@@ -454,12 +454,13 @@ impl Store {
                 let announcing = tokio::spawn(announcer.clone().run(read_pool.clone())).abort_handle();
                 let sweeping =
                     tokio::spawn(writer::number_waiting(pool.clone(), feed.clone(), announcer.clone())).abort_handle();
+                let numberer = Arc::new(writer::Numberer::new(pool.clone(), feed.clone(), announcer));
                 Ok(Self {
                     backend: Backend::Postgres(pool),
                     writer: None,
                     feed,
                     tasks: vec![listener, announcing, sweeping],
-                    announcer: Some(announcer),
+                    numberer: Some(numberer),
                     read_pool: Some(read_pool),
                     trust_changes,
                     write_health: health::WriteHealth::default(),
@@ -514,8 +515,8 @@ impl Store {
                 if !matches!(task, writer::Task::Probe { .. }) {
                     self.reach.check()?;
                 }
-                let announcer = self.announcer.as_deref().expect("a PostgreSQL store has an announcer");
-                writer::run_postgres(pool, task, &self.feed, announcer).await
+                let numberer = self.numberer.as_ref().expect("a PostgreSQL store has a numberer");
+                writer::run_postgres(pool, task, numberer).await
             }
             (Backend::Sqlite(_), None) => Err(Error::Internal("SQLite store without a writer".into())),
         };

@@ -119,14 +119,14 @@ async fn within_deadline<T>(read: impl std::future::Future<Output = Result<T, Er
 impl Store {
     /// The transactions of `coop` a history filter matches ('' for "any account" or "any
     /// currency"), kept by the triggers of migration 0021 as transactions are recorded, so a
-    /// page of history does not count the coop's history. On PostgreSQL the transactions whose
-    /// events still wait for their number are counted apart, until the numbering adds them to
-    /// the total (migration 0023): the sum is exact at any moment.
+    /// page of history does not count the coop's history. On PostgreSQL the coop-wide totals
+    /// (account '') of the transactions whose events still wait for their number are counted
+    /// apart, until the numbering adds them (migration 0023): the sum is exact at any moment.
     async fn history_count(&self, coop: &CoopId, account: &str, currency: &str) -> Result<u64, Error> {
         const SQLITE: &str = "SELECT n FROM history_counts WHERE coop_id = $1 AND account = $2 AND currency = $3";
         const POSTGRES: &str = "SELECT COALESCE((SELECT n FROM history_counts \
             WHERE coop_id = $1 AND account = $2 AND currency = $3), 0) + (SELECT COUNT(*) FROM history_count_changes \
-            WHERE coop_id = $1 AND account = $2 AND currency = $3)";
+            WHERE coop_id = $1 AND $2 = '' AND currency = $3)";
         let sql = if matches!(self.backend, Backend::Postgres(_)) { POSTGRES } else { SQLITE };
         let n: Option<i64> = self.read_optional(sql, args![coop.as_str(), account, currency]).await?;
         Ok(n.map_or(0, to_u64))

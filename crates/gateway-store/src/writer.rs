@@ -244,21 +244,15 @@ fn fail_all(group: Vec<Job>, err: &Error) {
 }
 
 /// Runs one job in its own PostgreSQL transaction. After the commit, each coop the job appended
-/// events to has its waiting events numbered (this job's among them) and is announced with its
-/// counter then (every number up to it is committed): at once to this replica's own feed, and
-/// through the [`Announcer`] to every replica's.
+/// events to has its waiting events numbered by the [`Numberer`] (this job's among them), which
+/// announces the coop's counter then (every number up to it is committed).
 ///
 /// The work and its commit have [`crate::POSTGRES_DEADLINE`] together: a frozen server gets
 /// the request a 503, never an endless wait. Before the commit was sent nothing was committed
 /// (the server rolls the transaction back); past it, the outcome is unknown (a retry with the
 /// same `Idempotency-Key` gets the stored answer if it did commit). Either way the connection is
 /// closed rather than returned to the pool, where its statement could still hold it.
-pub(crate) async fn run_postgres(
-    pool: &PgPool,
-    task: Task,
-    feed: &broadcast::Sender<CoopSignal>,
-    announcer: &Announcer,
-) -> JobResult {
+pub(crate) async fn run_postgres(pool: &PgPool, task: Task, numberer: &Arc<Numberer>) -> JobResult {
     let deadline = crate::POSTGRES_DEADLINE;
     let committing = std::sync::atomic::AtomicBool::new(false);
     let conn = CloseUnlessDone { conn: Some(pool.acquire().await.map_err(db_error)?) };
@@ -290,7 +284,7 @@ pub(crate) async fn run_postgres(
             }
         }
     };
-    let (mut conn, coops, replayed) = match tokio::time::timeout(deadline, work).await {
+    let (conn, coops, replayed) = match tokio::time::timeout(deadline, work).await {
         Ok(done) => done?,
         Err(_) => {
             let what = if committing.load(std::sync::atomic::Ordering::Relaxed) {
@@ -304,37 +298,129 @@ pub(crate) async fn run_postgres(
             )));
         }
     };
-    // Committed. Each coop's waiting events are numbered now (migration 0023), this job's among
-    // them, and announced with the coop's counter: at once to this replica's own feed, and
-    // through the announcer to every replica's. Within the deadline too; should the numbering
-    // fail, the sweep ([`number_waiting`]) numbers the events and the answer goes without its
-    // `ICN-Event-Seq`.
+    // Committed. The connection goes back to the pool, and this replica's numberer numbers
+    // each coop's waiting events, this job's among them, and announces them (migration 0023).
+    // Within the deadline too; should the numbering fail, the sweep ([`number_waiting`]) numbers
+    // the events and the answer goes without its `ICN-Event-Seq`.
+    drop(conn);
+    if coops.is_empty() {
+        return Ok(replayed);
+    }
     let numbering = async {
-        let mut last = replayed;
+        let mut last = None;
         for (coop, placeholder) in coops {
-            let numbered: Result<(Option<i64>, Option<i64>), Error> =
-                Conn::new(Db::Postgres(&mut conn)).fetch_one(NUMBER_SQL, args![coop.as_str(), placeholder]).await;
-            match numbered {
-                Ok((counter, given)) => {
-                    last = given.map(to_u64);
-                    let seq = counter.map_or(0, to_u64);
-                    announcer.note(&coop, seq);
-                    let _ = feed.send(CoopSignal { coop_id: coop, seq });
-                }
-                Err(err) => {
-                    last = None;
-                    tracing::warn!("numbering coop {coop}'s events after a commit: {err} (the sweep numbers them)");
-                }
-            }
+            last = numberer.number(&coop, placeholder).await;
         }
         last
     };
     match tokio::time::timeout(deadline, numbering).await {
         Ok(last) => Ok(last),
         Err(_) => {
-            conn.close_on_drop();
-            tracing::warn!("no answer to the numbering after a commit within {deadline:?}: the commit stands");
+            tracing::warn!("no answer from the numbering after a commit within {deadline:?}: the commit stands");
             Ok(None)
+        }
+    }
+}
+
+/// What waits for this replica's numbering: each commit's coop and placeholder (of its last
+/// event of the coop) with where to answer the number it got, and whether a numbering runs.
+#[derive(Debug, Default)]
+struct Waiting {
+    commits: Vec<(gateway_core::CoopId, i64, oneshot::Sender<Option<u64>>)>,
+    running: bool,
+}
+
+/// This replica's numbering of its commits' events (PostgreSQL; migration 0023). A commit asks
+/// for its number here; one call of `number_events` runs at a time and numbers every commit that
+/// waits when it starts, of every coop (and any other replica's commits of those coops): the
+/// replica's payments are numbered in batches, one transaction and one flush a batch, not one a
+/// payment. Each numbering announces each coop's counter at once on this replica's feed, and
+/// through the [`Announcer`] to every replica's.
+#[derive(Debug)]
+pub(crate) struct Numberer {
+    pool: PgPool,
+    feed: broadcast::Sender<CoopSignal>,
+    announcer: Arc<Announcer>,
+    waiting: std::sync::Mutex<Waiting>,
+}
+
+impl Numberer {
+    pub(crate) fn new(pool: PgPool, feed: broadcast::Sender<CoopSignal>, announcer: Arc<Announcer>) -> Self {
+        Self { pool, feed, announcer, waiting: std::sync::Mutex::default() }
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The number the event of `coop` written with `placeholder` got, once numbered (`None`:
+    /// the numbering failed, and the sweep numbers it).
+    pub(crate) async fn number(self: &Arc<Self>, coop: &gateway_core::CoopId, placeholder: i64) -> Option<u64> {
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut waiting = self.waiting();
+            waiting.commits.push((coop.clone(), placeholder, reply));
+            !std::mem::replace(&mut waiting.running, true)
+        };
+        if start {
+            tokio::spawn(self.clone().run());
+        }
+        answer.await.ok().flatten()
+    }
+
+    /// Numbers the waiting commits, batch after batch, until none waits.
+    async fn run(self: Arc<Self>) {
+        loop {
+            let batch = {
+                let mut waiting = self.waiting();
+                if waiting.commits.is_empty() {
+                    waiting.running = false;
+                    return;
+                }
+                std::mem::take(&mut waiting.commits)
+            };
+            let (coops, placeholders): (Vec<&str>, Vec<i64>) =
+                batch.iter().map(|(coop, placeholder, _)| (coop.as_str(), *placeholder)).unzip();
+            let numbered = tokio::time::timeout(
+                crate::POSTGRES_DEADLINE,
+                sqlx::query_as::<_, (i64, i64, Option<i64>)>(NUMBER_SQL)
+                    .bind(&coops)
+                    .bind(&placeholders)
+                    .fetch_all(&self.pool),
+            )
+            .await;
+            let rows = match numbered {
+                Ok(Ok(rows)) => rows,
+                // The batch's commits stand, answered without their number.
+                Ok(Err(err)) => {
+                    tracing::warn!("numbering events after their commit: {err} (the sweep numbers them)");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!("numbering events after their commit: no answer (the sweep numbers them)");
+                    continue;
+                }
+            };
+            let mut given: Vec<(Option<u64>, u64)> = vec![(None, 0); batch.len()];
+            for (ord, counter, seq) in rows {
+                if let Some(slot) = usize::try_from(ord).ok().and_then(|ord| given.get_mut(ord.wrapping_sub(1))) {
+                    *slot = (seq.map(to_u64), to_u64(counter));
+                }
+            }
+            let mut announced: Vec<(&gateway_core::CoopId, u64)> = Vec::new();
+            for ((coop, _, _), (_, counter)) in batch.iter().zip(&given) {
+                match announced.iter_mut().find(|(c, _)| *c == coop) {
+                    Some((_, seq)) => *seq = (*seq).max(*counter),
+                    None => announced.push((coop, *counter)),
+                }
+            }
+            for (coop, seq) in announced {
+                self.announcer.note(coop, seq);
+                let _ = self.feed.send(CoopSignal { coop_id: coop.clone(), seq });
+            }
+            for ((_, _, reply), (seq, _)) in batch.into_iter().zip(given) {
+                let _ = reply.send(seq);
+            }
         }
     }
 }
@@ -352,11 +438,16 @@ pub(crate) async fn number_waiting(pool: PgPool, feed: broadcast::Sender<CoopSig
         let swept = tokio::time::timeout(crate::POSTGRES_DEADLINE, async {
             let coops: Vec<String> =
                 sqlx::query_scalar("SELECT DISTINCT coop_id FROM events WHERE seq < 0").fetch_all(&pool).await?;
-            for coop in coops {
-                let (counter,): (Option<i64>,) =
-                    sqlx::query_as("SELECT counter FROM number_events($1, NULL)").bind(&coop).fetch_one(&pool).await?;
-                if let (Ok(coop), Some(seq)) = (gateway_core::CoopId::parse(&coop), counter) {
-                    let seq = to_u64(seq);
+            if coops.is_empty() {
+                return Ok(());
+            }
+            let none: Vec<Option<i64>> = vec![None; coops.len()];
+            let rows: Vec<(i64, i64, Option<i64>)> =
+                sqlx::query_as(NUMBER_SQL).bind(&coops).bind(&none).fetch_all(&pool).await?;
+            for (ord, counter, _) in rows {
+                let coop = usize::try_from(ord).ok().and_then(|ord| coops.get(ord.wrapping_sub(1)));
+                if let Some(Ok(coop)) = coop.map(|coop| gateway_core::CoopId::parse(coop)) {
+                    let seq = to_u64(counter);
                     tracing::info!("numbered coop {coop}'s events that waited, up to {seq}");
                     announcer.note(&coop, seq);
                     let _ = feed.send(CoopSignal { coop_id: coop, seq });

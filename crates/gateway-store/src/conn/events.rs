@@ -53,9 +53,10 @@ const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, placeholder, event_ty
     SELECT $1, w.placeholder, w.placeholder, $2, $3, $4 FROM (SELECT -nextval('event_placeholders') AS placeholder, \
     pg_advisory_xact_lock_shared(coop_lock_key('writers', $1))) AS w RETURNING seq";
 
-/// Numbers a coop's committed events still waiting for their number (`$1` coop): its counter
-/// after, and the number of the event written with placeholder `$2` (NULL: none asked).
-pub(crate) const NUMBER_SQL: &str = "SELECT counter, given FROM number_events($1, $2)";
+/// Numbers the committed events still waiting for their number of the coops `$1`: for each
+/// element of `$1` and `$2` by position (from 1), the coop's counter after, and the number the
+/// event written with that placeholder got.
+pub(crate) const NUMBER_SQL: &str = "SELECT ord, counter, given FROM number_events($1, $2)";
 
 #[async_trait]
 impl EventTx for Conn<'_> {

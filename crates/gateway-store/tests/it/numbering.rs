@@ -107,10 +107,11 @@ async fn a_unit_of_works_events_are_numbered_together() {
         let url = url.clone();
         tokio::spawn(async move {
             let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
-            let (counter,): (i64,) = sqlx::query_as("SELECT counter FROM number_events('together', NULL)")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
+            let (counter,): (i64,) =
+                sqlx::query_as("SELECT counter FROM number_events(ARRAY['together'], ARRAY[NULL::bigint])")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
             counter
         })
     };
@@ -129,7 +130,6 @@ async fn a_unit_of_works_events_are_numbered_together() {
 /// change is in its snapshot without its event under the counter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_logs_opening_holds_the_coops_events() {
-    use gateway_domain::ports::LogTx;
     let Some(f) = Fixture::open(Backend::Postgres).await else { return };
     let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
     let coop = f.coop("opening", 2).await;
