@@ -255,12 +255,14 @@ impl LedgerReads for Store {
         Ok(rows.into_iter().map(|(payer, at)| (payer, to_u64(at))).collect())
     }
 
+    /// An answer whose last event still waits for its number (PostgreSQL) is not read here: the
+    /// claim in the operation's unit of work replays it once it has the number.
     async fn idempotency(&self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {
         let row: Option<IdempotencyRow> = self
             .read_optional(
                 &format!(
                     "SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency \
-                     WHERE key = $1 AND created_at >= $2 AND status <> 0"
+                     WHERE key = $1 AND created_at >= $2 AND status <> 0 AND (event_seq IS NULL OR event_seq >= 0)"
                 ),
                 args![key, to_i64(not_before)?],
             )

@@ -267,7 +267,9 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, numberer: &Arc<Numbe
             };
             match outcome.unwrap_or_else(|_| Err(Error::Internal("a unit of work panicked".into()))) {
                 // The events last, just before the commit: see `Conn::flush_events`.
-                Ok(()) => handle.flush_events().await.map(|coops| (coops, handle.replayed)),
+                Ok(()) => {
+                    handle.flush_events().await.map(|coops| (coops, (handle.replayed, handle.replayed_waiting.take())))
+                }
                 Err(err) => Err(err),
             }
         };
@@ -303,6 +305,10 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, numberer: &Arc<Numbe
     // Within the deadline too; should the numbering fail, the sweep ([`number_waiting`]) numbers
     // the events and the answer goes without its `ICN-Event-Seq`.
     drop(conn);
+    let (replayed, replayed_waiting) = replayed;
+    if let Some(key) = replayed_waiting {
+        return Ok(replayed_number(pool, &key).await);
+    }
     if coops.is_empty() {
         return Ok(replayed);
     }
@@ -320,6 +326,23 @@ pub(crate) async fn run_postgres(pool: &PgPool, task: Task, numberer: &Arc<Numbe
             Ok(None)
         }
     }
+}
+
+/// The number of the last event of the answer stored under `key`, which a replay found still
+/// waiting for it: read again until the numbering gave it (within the deadline; `None` after).
+async fn replayed_number(pool: &PgPool, key: &str) -> Option<u64> {
+    let read = async {
+        loop {
+            let seq: Result<Option<i64>, sqlx::Error> =
+                sqlx::query_scalar("SELECT event_seq FROM idempotency WHERE key = $1").bind(key).fetch_one(pool).await;
+            match seq {
+                Ok(Some(seq)) if seq > 0 => return Some(to_u64(seq)),
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                Err(_) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(crate::POSTGRES_DEADLINE, read).await.ok().flatten()
 }
 
 /// What waits for this replica's numbering: each commit's coop and placeholder (of its last
@@ -368,13 +391,26 @@ impl Numberer {
         answer.await.ok().flatten()
     }
 
-    /// Numbers the waiting commits, batch after batch, until none waits.
+    /// Numbers the waiting commits, batch after batch, until none waits. A batch whose
+    /// numbering failed waits again, with the next commits, for as long as its commits wait.
     async fn run(self: Arc<Self>) {
+        /// Lets another task start should this one end without emptying the queue (a panic).
+        struct Running<'a>(&'a Numberer, bool);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                if self.1 {
+                    self.0.waiting().running = false;
+                }
+            }
+        }
+        let mut running = Running(&self, true);
         loop {
             let batch = {
                 let mut waiting = self.waiting();
+                waiting.commits.retain(|(_, _, reply)| !reply.is_closed());
                 if waiting.commits.is_empty() {
                     waiting.running = false;
+                    running.1 = false;
                     return;
                 }
                 std::mem::take(&mut waiting.commits)
@@ -391,13 +427,16 @@ impl Numberer {
             .await;
             let rows = match numbered {
                 Ok(Ok(rows)) => rows,
-                // The batch's commits stand, answered without their number.
-                Ok(Err(err)) => {
-                    tracing::warn!("numbering events after their commit: {err} (the sweep numbers them)");
-                    continue;
-                }
-                Err(_) => {
-                    tracing::warn!("numbering events after their commit: no answer (the sweep numbers them)");
+                // The batch's commits stand; each waits for its number until its deadline.
+                failed => {
+                    match failed {
+                        Ok(Err(err)) => tracing::warn!("numbering events after their commit: {err} (trying again)"),
+                        _ => tracing::warn!("numbering events after their commit: no answer (trying again)"),
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    let mut waiting = self.waiting();
+                    let later = std::mem::replace(&mut waiting.commits, batch);
+                    waiting.commits.extend(later);
                     continue;
                 }
             };
@@ -438,15 +477,11 @@ pub(crate) async fn number_waiting(pool: PgPool, feed: broadcast::Sender<CoopSig
         let swept = tokio::time::timeout(crate::POSTGRES_DEADLINE, async {
             let coops: Vec<String> =
                 sqlx::query_scalar("SELECT DISTINCT coop_id FROM events WHERE seq < 0").fetch_all(&pool).await?;
-            if coops.is_empty() {
-                return Ok(());
-            }
-            let none: Vec<Option<i64>> = vec![None; coops.len()];
-            let rows: Vec<(i64, i64, Option<i64>)> =
-                sqlx::query_as(NUMBER_SQL).bind(&coops).bind(&none).fetch_all(&pool).await?;
-            for (ord, counter, _) in rows {
-                let coop = usize::try_from(ord).ok().and_then(|ord| coops.get(ord.wrapping_sub(1)));
-                if let Some(Ok(coop)) = coop.map(|coop| gateway_core::CoopId::parse(coop)) {
+            // One coop a transaction, and none whose numbering runs now (it numbers them).
+            for coop in coops {
+                let counter: Option<i64> =
+                    sqlx::query_scalar("SELECT sweep_waiting($1)").bind(&coop).fetch_one(&pool).await?;
+                if let (Some(counter), Ok(coop)) = (counter, gateway_core::CoopId::parse(&coop)) {
                     let seq = to_u64(counter);
                     tracing::info!("numbered coop {coop}'s events that waited, up to {seq}");
                     announcer.note(&coop, seq);

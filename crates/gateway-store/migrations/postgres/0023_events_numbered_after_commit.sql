@@ -130,11 +130,24 @@ BEGIN
         FROM unnest(p_coops, p_placeholders) WITH ORDINALITY AS u(coop, placeholder, ord)
         LEFT JOIN LATERAL (
             SELECT e.seq FROM events e
-            WHERE e.coop_id = c AND e.seq > 0 AND e.seq <= n AND e.placeholder = u.placeholder
+            WHERE u.placeholder IS NOT NULL
+              AND e.coop_id = c AND e.seq > 0 AND e.seq <= n AND e.placeholder = u.placeholder
             ORDER BY e.seq DESC LIMIT 1
         ) f ON true
         WHERE u.coop = c;
     END LOOP;
+END
+$$;
+
+-- The sweep's numbering of one coop: nothing (NULL) when the coop's numbering lock is taken (a
+-- numbering that runs numbers every waiting event of the coop anyway), else its counter after.
+CREATE FUNCTION sweep_waiting(p_coop TEXT) RETURNS BIGINT
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(coop_lock_key('numbering', p_coop)) THEN
+        RETURN NULL;
+    END IF;
+    RETURN number_waiting(p_coop);
 END
 $$;
 
@@ -152,5 +165,5 @@ BEGIN
 END
 $$;
 
--- Events committed before this migration are numbered already; any written by a replica of the
--- previous version while it ran are numbered by the first sweep.
+-- Events committed before this migration are numbered already. Every replica of the previous
+-- version is stopped before a new one writes (README, "Upgrading"): they number at the commit.

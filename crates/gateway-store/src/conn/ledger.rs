@@ -368,6 +368,15 @@ impl LedgerTx for Conn<'_> {
             && record.request_hash == request_hash
         {
             self.replayed = record.event_seq;
+            if record.event_seq.is_none() && !self.is_sqlite() {
+                // No number: an answer that appended no event, or one whose last event still
+                // waits for its number (a placeholder, negative).
+                let seq: Option<i64> =
+                    self.fetch_one("SELECT event_seq FROM idempotency WHERE key = $1", args![key]).await?;
+                if seq.is_some_and(|seq| seq < 0) {
+                    self.replayed_waiting = Some(key.to_owned());
+                }
+            }
         }
         Ok(stored)
     }

@@ -50,6 +50,9 @@ pub(crate) struct Conn<'a> {
     /// The event number of an answer this unit of work found stored under its key and replays,
     /// reported as the job's `ICN-Event-Seq`.
     pub(crate) replayed: Option<u64>,
+    /// PostgreSQL: the key of that answer when its last event still waited for its number
+    /// (migration 0023): the number is read once the numbering gave it.
+    pub(crate) replayed_waiting: Option<String>,
 }
 
 /// One statement parameter, bound alike on both backends.
@@ -357,6 +360,7 @@ impl<'a> Conn<'a> {
             bodies_kept: Vec::new(),
             pending_answer: None,
             replayed: None,
+            replayed_waiting: None,
         }
     }
 

@@ -156,3 +156,57 @@ async fn the_logs_opening_holds_the_coops_events() {
     assert_eq!(counter, before + 2, "both numbered, under the counter the opening read");
     assert_eq!(f.store.current_seq(&coop).await.unwrap(), before + 2);
 }
+
+/// A replay that arrives while the first answer's event still waits for its number waits for it
+/// too, and carries the same `ICN-Event-Seq` as the first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_before_the_numbering_carries_the_same_number() {
+    use gateway_domain::ledger::{Idempotency, PaymentRequest};
+    use gateway_domain::ports::appended;
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("replayed", 2).await;
+    let pay = || PaymentRequest {
+        from: crate::support::did(1).to_string(),
+        to: crate::support::did(0).to_string(),
+        amount: gateway_core::Amount::from_units(2),
+        currency: None,
+        memo: None,
+        request_signature: None,
+    };
+    let key = || Some(Idempotency { key: "replayed/k".into(), request_hash: "h".into() });
+    // The coop's numbering held: the payment commits, then waits for its number.
+    let mut lock = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'replayed'))").execute(&mut lock).await.unwrap();
+    let first = {
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        tokio::spawn(async move { appended::track(ledger.pay(&coop, pay(), key())).await })
+    };
+    let committed = async {
+        loop {
+            let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE coop_id = 'replayed' AND seq < 0")
+                .fetch_one(&mut lock)
+                .await
+                .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), committed).await.expect("the payment commits");
+    let again = {
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        tokio::spawn(async move { appended::track(ledger.pay(&coop, pay(), key())).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!again.is_finished(), "the replay waits for the number");
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    let (first, first_seq) = first.await.unwrap();
+    let (again, again_seq) = again.await.unwrap();
+    assert!(matches!(first.unwrap(), gateway_domain::ledger::Replay::Fresh(_)));
+    assert!(matches!(again.unwrap(), gateway_domain::ledger::Replay::Replayed(_)));
+    assert_eq!(first_seq, Some(f.store.current_seq(&coop).await.unwrap()));
+    assert_eq!(again_seq, first_seq, "the replay names the first answer's event");
+}
