@@ -121,6 +121,9 @@ DECLARE
     c TEXT;
     n BIGINT;
 BEGIN
+    -- A replica gives up on an answer after 5 s (the store's deadline); a call it gave up on
+    -- stops waiting for locks then too, rather than queue behind the numbering that follows.
+    PERFORM set_config('lock_timeout', '5s', true);
     FOR c IN SELECT DISTINCT x FROM unnest(p_coops) AS x ORDER BY 1 LOOP
         PERFORM pg_advisory_xact_lock(coop_lock_key('numbering', c));
         n := number_waiting(c);

@@ -178,7 +178,10 @@ async fn a_replay_before_the_numbering_carries_the_same_number() {
     // The coop's numbering held: the payment commits, then waits for its number.
     let mut lock = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'replayed'))").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'replayed'))")
+        .execute(&mut lock)
+        .await
+        .unwrap();
     let first = {
         let (ledger, coop) = (f.ledger.clone(), coop.clone());
         tokio::spawn(async move { appended::track(ledger.pay(&coop, pay(), key())).await })
