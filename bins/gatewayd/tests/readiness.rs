@@ -95,13 +95,17 @@ async fn a_full_disk_makes_the_gateway_unready_until_a_commit_succeeds() {
     assert!(refused.is_some(), "the full disk never refused a payment");
     // What the refused payment left unwritten is free again: fill it too.
     fill(disk.path());
-    // Unready, and health degraded, by the next probe at the latest. A probe's one-page commit
-    // can still succeed now and then on the full disk (SQLite reuses the WAL's frames once a
-    // checkpoint has reset it), and then the gateway is rightly ready for a moment: both are
-    // read together until they agree on the outage, for at most 10 s (ten probes: in one run of
-    // the suite on two busy cores they did not agree within 3 s).
+    // Unready, and health degraded, after a commit fails. A probe's one-page commit can still
+    // succeed on the full disk (SQLite reuses the WAL's frames once a checkpoint has reset it),
+    // and then the gateway is rightly ready again until the next commit fails: so a payment that
+    // needs new space is tried again (503, never 500), and readiness and health are read right
+    // after it, until they agree on the outage, for at most 10 s.
     let full = Instant::now();
     let (ready, health) = loop {
+        let pay = json!({ "from": signing_key(1).1, "to": signing_key(2).1, "amount": 1, "memo": memo });
+        let (status, body) =
+            json_request(&gateway.api, "POST", "/v1/ledger/full/payment", Some(pay), Some(&token)).await;
+        assert!(matches!(status, 201 | 503), "a payment on the full disk: {status} {body}");
         let ready = json_request(&gateway.api, "GET", "/readyz", None, None).await;
         let (_, health) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
         if (ready.0 == 503 && health["status"] == "degraded") || full.elapsed() > Duration::from_secs(10) {
