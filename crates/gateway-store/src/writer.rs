@@ -541,9 +541,10 @@ const ANNOUNCE_SQL: &str =
 /// This replica's announcements of its commits to the other replicas (PostgreSQL; INTERFACE.md
 /// §10). A commit does not notify: a notifying commit holds PostgreSQL's one notification lock of
 /// the database until its WAL is flushed, so every writing commit of every replica would queue
-/// on it. Instead each commit notes its coops' new last numbers here, and one task per replica
-/// sends what was noted, each coop once with its highest number, in one statement, while the
-/// next commits are noted: one notifying statement (which writes no WAL) per batch of commits.
+/// on it. Instead each numbering after the commits ([`Numberer`], the sweep) notes its coops' new
+/// last numbers here, and one task per replica sends what was noted, each coop once with its
+/// highest number, in one statement, while the next are noted: one notifying statement (which
+/// writes no WAL) per batch.
 ///
 /// An announcement can be lost (the replica dies between a commit and its announcement, the
 /// statement fails, a listener reconnects): that costs the other replicas a wake-up, never an
