@@ -363,19 +363,18 @@ impl LedgerTx for Conn<'_> {
         if claimed > 0 {
             return Ok(None);
         }
-        let stored = self.idempotency_get(key, 0).await?;
+        let sql = format!("SELECT {IDEMPOTENCY_COLUMNS} FROM idempotency WHERE key = $1");
+        let row: Option<IdempotencyRow> = self.fetch_optional(&sql, args![key]).await?;
+        // PostgreSQL: a negative number is the placeholder of an event still waiting for its
+        // number; a replay reads the number once the numbering gave it.
+        let waiting = row.as_ref().is_some_and(|row| row.event_seq.is_some_and(|seq| seq < 0));
+        let stored = row.map(idempotency_from_row);
         if let Some(record) = &stored
             && record.request_hash == request_hash
         {
             self.replayed = record.event_seq;
-            if record.event_seq.is_none() && !self.is_sqlite() {
-                // No number: an answer that appended no event, or one whose last event still
-                // waits for its number (a placeholder, negative).
-                let seq: Option<i64> =
-                    self.fetch_one("SELECT event_seq FROM idempotency WHERE key = $1", args![key]).await?;
-                if seq.is_some_and(|seq| seq < 0) {
-                    self.replayed_waiting = Some(key.to_owned());
-                }
+            if waiting {
+                self.replayed_waiting = Some(key.to_owned());
             }
         }
         Ok(stored)
