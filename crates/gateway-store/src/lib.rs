@@ -32,10 +32,25 @@ use crate::sqlite::SqliteDb;
 pub use crate::nonces::{KEEP_PAST_EXPIRY_MS, NonceClaim, SharedNonces};
 use tokio::sync::{broadcast, mpsc};
 
-/// The PostgreSQL notification channel of committed events (payload `<coop>\t<seq>`).
-pub(crate) const EVENT_CHANNEL: &str = "icn_events";
-/// The NOTIFY channel of trust-edge changes (PostgreSQL): every replica reloads its graph.
-pub(crate) const TRUST_CHANNEL: &str = "icn_trust";
+/// The NOTIFY channels of the store's schema (PostgreSQL; migration
+/// `0024_notify_channels_per_schema.sql`): a channel is the database's, so each schema's
+/// deployment has its own.
+#[derive(Debug, Clone)]
+pub(crate) struct Channels {
+    /// Committed events (payload `<coop>\t<seq>`).
+    pub(crate) events: String,
+    /// Trust-edge changes: every replica reloads its graph.
+    pub(crate) trust: String,
+}
+
+impl Channels {
+    /// The channels of the schema the pool's tables are in.
+    async fn of(pool: &PgPool) -> Result<Self, sqlx::Error> {
+        let (events, trust) =
+            sqlx::query_as("SELECT notify_channel('events'), notify_channel('trust')").fetch_one(pool).await?;
+        Ok(Self { events, trust })
+    }
+}
 
 impl EventFeed for Store {
     fn subscribe(&self) -> broadcast::Receiver<CoopSignal> {
@@ -445,11 +460,18 @@ impl Store {
                     .run(&pool)
                     .await
                     .map_err(|e| StoreError::Postgres(scrub(&format!("migration failed: {e}"), url)))?;
+                let channels = Channels::of(&pool)
+                    .await
+                    .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))?;
                 let trust_changes = Arc::<tokio::sync::Notify>::default();
-                let listener =
-                    tokio::spawn(writer::postgres_listener(pool.clone(), feed.clone(), trust_changes.clone()))
-                        .abort_handle();
-                let announcer = Arc::<writer::Announcer>::default();
+                let listener = tokio::spawn(writer::postgres_listener(
+                    pool.clone(),
+                    channels.clone(),
+                    feed.clone(),
+                    trust_changes.clone(),
+                ))
+                .abort_handle();
+                let announcer = Arc::new(writer::Announcer::new(channels.events));
                 // Announced over the reads' connections: never behind writes queued on a row.
                 let announcing = tokio::spawn(announcer.clone().run(read_pool.clone())).abort_handle();
                 let sweeping =

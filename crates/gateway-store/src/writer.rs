@@ -534,9 +534,9 @@ impl Drop for CloseUnlessDone {
 }
 
 /// The statement that announces committed events, each coop once with its last number (`$1`
-/// coops, `$2` numbers).
+/// coops, `$2` numbers, `$3` the schema's events channel).
 const ANNOUNCE_SQL: &str =
-    "SELECT pg_notify('icn_events', coop || chr(9) || seq) FROM unnest($1::text[], $2::bigint[]) AS t(coop, seq)";
+    "SELECT pg_notify($3, coop || chr(9) || seq) FROM unnest($1::text[], $2::bigint[]) AS t(coop, seq)";
 
 /// This replica's announcements of its commits to the other replicas (PostgreSQL; INTERFACE.md
 /// §10). A commit does not notify: a notifying commit holds PostgreSQL's one notification lock of
@@ -550,14 +550,21 @@ const ANNOUNCE_SQL: &str =
 /// statement fails, a listener reconnects): that costs the other replicas a wake-up, never an
 /// event. A signal only says "something new may exist": the hubs read the outbox by number and
 /// poll every coop with subscribers, and the log's checkpointers sweep for coops behind.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Announcer {
+    /// The channel of the store's schema ([`crate::Channels`]).
+    channel: String,
     /// Each coop's highest number noted since the last announcement.
     pending: std::sync::Mutex<std::collections::HashMap<gateway_core::CoopId, u64>>,
     wake: tokio::sync::Notify,
 }
 
 impl Announcer {
+    /// An announcer on `channel`.
+    pub(crate) fn new(channel: String) -> Self {
+        Self { channel, pending: Default::default(), wake: Default::default() }
+    }
+
     /// Notes that `coop`'s events up to `seq` are committed.
     pub(crate) fn note(&self, coop: &gateway_core::CoopId, seq: u64) {
         {
@@ -583,7 +590,7 @@ impl Announcer {
                 .unzip();
             let sent = tokio::time::timeout(
                 crate::POSTGRES_DEADLINE,
-                sqlx::query(ANNOUNCE_SQL).bind(&coops).bind(&seqs).execute(&pool),
+                sqlx::query(ANNOUNCE_SQL).bind(&coops).bind(&seqs).bind(&self.channel).execute(&pool),
             )
             .await;
             match sent {
@@ -611,20 +618,21 @@ impl Announcer {
 /// (trust edges), reconnecting after failures.
 pub(crate) async fn postgres_listener(
     pool: PgPool,
+    channels: crate::Channels,
     feed: broadcast::Sender<CoopSignal>,
     trust_changes: std::sync::Arc<tokio::sync::Notify>,
 ) {
     loop {
         match sqlx::postgres::PgListener::connect_with(&pool).await {
             Ok(mut listener) => {
-                if let Err(err) = listener.listen_all([crate::EVENT_CHANNEL, crate::TRUST_CHANNEL]).await {
+                if let Err(err) = listener.listen_all([channels.events.as_str(), channels.trust.as_str()]).await {
                     tracing::warn!("LISTEN failed: {err}");
                 } else {
                     // Changes made while no one listened are unknown: reload once.
                     trust_changes.notify_one();
                     loop {
                         match listener.recv().await {
-                            Ok(notification) if notification.channel() == crate::TRUST_CHANNEL => {
+                            Ok(notification) if notification.channel() == channels.trust => {
                                 trust_changes.notify_one();
                             }
                             Ok(notification) => {
@@ -653,11 +661,9 @@ fn parse_signal(payload: &str) -> Option<CoopSignal> {
 
 #[cfg(test)]
 mod tests {
-    /// The announcer notifies on the channel the replicas listen on, with the payload their
-    /// listener parses.
+    /// The announcer's payload is what the listeners parse.
     #[test]
-    fn announcements_use_the_listened_channel_and_format() {
-        assert!(super::ANNOUNCE_SQL.contains(&format!("pg_notify('{}', ", crate::EVENT_CHANNEL)));
+    fn announcements_use_the_listened_format() {
         let signal = super::parse_signal("c1\t42").expect("a coop and a number");
         assert_eq!((signal.coop_id.as_str(), signal.seq), ("c1", 42));
     }

@@ -67,7 +67,7 @@ impl Conn<'_> {
     /// that the trust graph changed; SQLite has one process, which updates its graph itself.
     async fn announce_trust_change(&mut self) -> Result<(), Error> {
         if !self.is_sqlite() {
-            self.execute("SELECT pg_notify($1, '')", args![crate::TRUST_CHANNEL]).await?;
+            self.execute("SELECT pg_notify(notify_channel('trust'), '')", &[]).await?;
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 // Test support is shared between test modules with `pub`; nothing here is an API.
 #![allow(unreachable_pub, missing_docs)]
 
+mod channels;
 mod conformance;
 mod files;
 mod history;

@@ -16,7 +16,6 @@ use crate::support::{Backend, Fixture};
 async fn events_a_replica_left_unnumbered_are_numbered_by_the_sweep() {
     let Some(f) = Fixture::open(Backend::Postgres).await else { return };
     let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
-    // A coop of its own: the announcements of every schema's stores share PostgreSQL's channel.
     let coop = f.coop("swept", 2).await;
     let before = f.store.current_seq(&coop).await.unwrap();
     let mut feed = f.store.subscribe();
