@@ -220,29 +220,27 @@ impl LedgerTx for Conn<'_> {
                 })
                 .collect());
         }
-        // Lock in sorted order so two transactions touching the same accounts cannot deadlock.
-        let mut order: Vec<usize> = (0..accounts.len()).collect();
-        order.sort_by(|&a, &b| (&accounts[a].0, accounts[a].1.as_str()).cmp(&(&accounts[b].0, accounts[b].1.as_str())));
-        let mut balances = vec![Amount::ZERO; accounts.len()];
-        for index in order {
-            let (account, currency) = &accounts[index];
-            let key = args![coop.as_str(), account, currency.as_str()];
-            self.execute(
-                "INSERT INTO balances (coop_id, account, currency, balance) \
-                 VALUES ($1, $2, $3, 0) \
-                 ON CONFLICT DO NOTHING",
-                key,
+        // One call creates each missing row and locks every row, in the order of (account,
+        // currency), byte by byte, so two transactions touching the same accounts cannot
+        // deadlock (migration `0025_fewer_round_trips.sql`).
+        let sql = super::shaped("lock_balances_pg", accounts.len(), || {
+            let list = |first: usize| (0..accounts.len()).map(|i| format!("${}", 2 * i + first)).collect::<Vec<_>>();
+            format!(
+                "SELECT ord, locked FROM lock_balances($1, ARRAY[{}]::text[], ARRAY[{}]::text[])",
+                list(2).join(", "),
+                list(3).join(", ")
             )
-            .await?;
-            let balance: Option<i64> = self
-                .fetch_optional(
-                    "SELECT balance FROM balances \
-                     WHERE coop_id = $1 AND account = $2 AND currency = $3 \
-                     FOR UPDATE",
-                    key,
-                )
-                .await?;
-            balances[index] = Amount::from_micros(balance.unwrap_or(0));
+        });
+        let mut args = vec![Arg::from(coop.as_str())];
+        for (account, currency) in accounts {
+            args.extend([Arg::from(account), Arg::from(currency.as_str())]);
+        }
+        let rows: Vec<(i64, i64)> = self.fetch_all(&sql, &args).await?;
+        let mut balances = vec![Amount::ZERO; accounts.len()];
+        for (ord, locked) in rows {
+            if let Some(slot) = usize::try_from(ord).ok().and_then(|ord| balances.get_mut(ord.wrapping_sub(1))) {
+                *slot = Amount::from_micros(locked);
+            }
         }
         Ok(balances)
     }

@@ -212,3 +212,22 @@ async fn a_replay_before_the_numbering_carries_the_same_number() {
     assert_eq!(first_seq, Some(f.store.current_seq(&coop).await.unwrap()));
     assert_eq!(again_seq, first_seq, "the replay names the first answer's event");
 }
+
+/// A coop's advisory lock keys hash the schema, the kind and the coop (migration 0023), and are
+/// the same after migration 0025 wrote the schema into `coop_lock_key` as a constant: a key
+/// taken by a replica of either version is the key the other takes. Another schema's keys
+/// differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_keys_name_the_schema_and_kept_their_values() {
+    let Some(a) = Fixture::open(Backend::Postgres).await else { return };
+    let Some(b) = Fixture::open(Backend::Postgres).await else { return };
+    let key = |spec: StoreSpec, sql: &'static str| async move { gateway_store::testing::scalar(&spec, sql).await };
+    let (kept, computed) = (
+        key(a.spec.clone(), "SELECT coop_lock_key('writers', 'c1')").await,
+        key(a.spec.clone(), "SELECT hashtextextended(current_schema() || chr(9) || 'writers' || chr(9) || 'c1', 0)")
+            .await,
+    );
+    assert_eq!(kept, computed, "the key of 0023's definition");
+    assert_ne!(kept, key(b.spec.clone(), "SELECT coop_lock_key('writers', 'c1')").await, "another schema's key");
+    assert_ne!(kept, key(a.spec.clone(), "SELECT coop_lock_key('numbering', 'c1')").await, "another kind's key");
+}
