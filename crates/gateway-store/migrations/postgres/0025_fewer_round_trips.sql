@@ -5,12 +5,12 @@
 --    parsed and planned its body again. It now names its schema as a constant, written when this
 --    migration runs (the schema `current_schema()` gave it until now, so every key is the same
 --    as before), and is inlined into its callers.
+--    The body is written as one quoted literal, whatever characters the schema's name holds.
 DO $migration$
 BEGIN
     EXECUTE format(
-        'CREATE OR REPLACE FUNCTION coop_lock_key(kind TEXT, coop TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE '
-        'AS $body$ SELECT hashtextextended(%L || chr(9) || kind || chr(9) || coop, 0) $body$',
-        current_schema());
+        'CREATE OR REPLACE FUNCTION coop_lock_key(kind TEXT, coop TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE AS %L',
+        format('SELECT hashtextextended(%L || chr(9) || kind || chr(9) || coop, 0)', current_schema()));
 END
 $migration$;
 

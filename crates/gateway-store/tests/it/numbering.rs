@@ -216,10 +216,12 @@ async fn a_replay_before_the_numbering_carries_the_same_number() {
 /// A coop's advisory lock keys hash the schema, the kind and the coop (migration 0023), and are
 /// the same after migration 0025 wrote the schema into `coop_lock_key` as a constant: a key
 /// taken by a replica of either version is the key the other takes. Another schema's keys
-/// differ.
+/// differ. The schema's name holds `$body$`, a dollar quote: written into the function as it
+/// is, it would end the function's text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_keys_name_the_schema_and_kept_their_values() {
-    let Some(a) = Fixture::open(Backend::Postgres).await else { return };
+    let Some(url) = gateway_store::testing::fresh_postgres_schema("k$body$").await else { return };
+    let a = Fixture::at(StoreSpec::Postgres(url), None).await;
     let Some(b) = Fixture::open(Backend::Postgres).await else { return };
     let key = |spec: StoreSpec, sql: &'static str| async move { gateway_store::testing::scalar(&spec, sql).await };
     let (kept, computed) = (
