@@ -223,19 +223,10 @@ impl LedgerTx for Conn<'_> {
         // One call creates each missing row and locks every row, in the order of (account,
         // currency), byte by byte, so two transactions touching the same accounts cannot
         // deadlock (migration `0025_fewer_round_trips.sql`).
-        let sql = super::shaped("lock_balances_pg", accounts.len(), || {
-            let list = |first: usize| (0..accounts.len()).map(|i| format!("${}", 2 * i + first)).collect::<Vec<_>>();
-            format!(
-                "SELECT ord, locked FROM lock_balances($1, ARRAY[{}]::text[], ARRAY[{}]::text[])",
-                list(2).join(", "),
-                list(3).join(", ")
-            )
-        });
-        let mut args = vec![Arg::from(coop.as_str())];
-        for (account, currency) in accounts {
-            args.extend([Arg::from(account), Arg::from(currency.as_str())]);
-        }
-        let rows: Vec<(i64, i64)> = self.fetch_all(&sql, &args).await?;
+        let (names, currencies): (Vec<&str>, Vec<&str>) =
+            accounts.iter().map(|(account, currency)| (account.as_str(), currency.as_str())).unzip();
+        let args = [Arg::from(coop.as_str()), Arg::Texts(names), Arg::Texts(currencies)];
+        let rows: Vec<(i64, i64)> = self.fetch_all("SELECT ord, locked FROM lock_balances($1, $2, $3)", &args).await?;
         let mut balances = vec![Amount::ZERO; accounts.len()];
         for (ord, locked) in rows {
             if let Some(slot) = usize::try_from(ord).ok().and_then(|ord| balances.get_mut(ord.wrapping_sub(1))) {

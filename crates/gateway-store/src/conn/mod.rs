@@ -62,6 +62,8 @@ pub(crate) enum Arg<'q> {
     Real(f64),
     Text(Option<Cow<'q, str>>),
     Blob(&'q [u8]),
+    /// A `text[]` (PostgreSQL only: SQLite has no arrays).
+    Texts(Vec<&'q str>),
 }
 
 impl<'q> From<&'q [u8]> for Arg<'q> {
@@ -121,6 +123,9 @@ impl rusqlite::ToSql for Arg<'_> {
             Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
             Arg::Blob(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v)),
             Arg::Int(None) | Arg::Text(None) => ToSqlOutput::Owned(Sql::Null),
+            Arg::Texts(_) => {
+                return Err(rusqlite::Error::ToSqlConversionFailure("SQLite has no array parameters".into()));
+            }
         })
     }
 }
@@ -143,6 +148,7 @@ fn bind_pg<'q>(
             Arg::Real(v) => query.bind(*v),
             Arg::Text(v) => query.bind(v.as_deref()),
             Arg::Blob(v) => query.bind(*v),
+            Arg::Texts(v) => query.bind(v.as_slice()),
         };
     }
     query
