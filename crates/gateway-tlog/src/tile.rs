@@ -10,7 +10,6 @@
 //! [`TileHashReader`] turns a store that holds only tiles into a [`HashReader`], so proofs can be
 //! generated from tiles alone.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::hash::{HASH_SIZE, Hash, node_hash};
@@ -268,15 +267,31 @@ pub fn read_tile<R: HashReader + ?Sized>(tile: Tile, reader: &R) -> Result<Vec<u
 
 /// A store of tiles.
 pub trait TileReader {
-    /// The bytes of `tile`. A store may return the bytes of a wider tile of the same level and
-    /// index (the full tile, or a wider partial one): only the first `width` hashes are read.
-    fn read_tile(&self, tile: Tile) -> Result<Cow<'_, [u8]>, TreeError>;
+    /// Copies the hashes `first..first + out.len()` of `tile` into `out` (all within its
+    /// `width`). A store may hold a wider tile of the same level and index (the full tile, or a
+    /// wider partial one): it has the same first hashes. [`copy_hashes`] does the copy from a
+    /// tile's bytes.
+    fn read_hashes(&self, tile: Tile, first: usize, out: &mut [Hash]) -> Result<(), TreeError>;
 }
 
 impl<T: TileReader + ?Sized> TileReader for &T {
-    fn read_tile(&self, tile: Tile) -> Result<Cow<'_, [u8]>, TreeError> {
-        (**self).read_tile(tile)
+    fn read_hashes(&self, tile: Tile, first: usize, out: &mut [Hash]) -> Result<(), TreeError> {
+        (**self).read_hashes(tile, first, out)
     }
+}
+
+/// Copies the hashes `first..first + out.len()` of `tile`, whose stored bytes are `bytes`, into
+/// `out`: a storage error when `bytes` is shorter than that.
+pub fn copy_hashes(tile: Tile, bytes: &[u8], first: usize, out: &mut [Hash]) -> Result<(), TreeError> {
+    let offset = first * HASH_SIZE;
+    let end = offset + out.len() * HASH_SIZE;
+    let Some(bytes) = bytes.get(offset..end) else {
+        return Err(TreeError::Storage(format!("{} holds {} bytes, {end} needed", tile.path(), bytes.len())));
+    };
+    for (slot, chunk) in out.iter_mut().zip(bytes.chunks_exact(HASH_SIZE)) {
+        slot.copy_from_slice(chunk);
+    }
+    Ok(())
 }
 
 /// A [`HashReader`] over a tree of known size whose only storage is tiles.
@@ -314,16 +329,8 @@ impl<T: TileReader> HashReader for TileHashReader<T> {
         let first = index << height;
         let count = 1usize << height;
         let tile = tile_at(self.size, tile_level, first >> 8).ok_or(unavailable)?;
-        let data = self.tiles.read_tile(tile)?;
-        let offset = (first & 0xff) as usize * HASH_SIZE;
-        let end = offset + count * HASH_SIZE;
-        let Some(bytes) = data.get(offset..end) else {
-            return Err(TreeError::Storage(format!("{} holds {} bytes, {end} needed", tile.path(), data.len())));
-        };
         let mut row = [[0u8; HASH_SIZE]; 128];
-        for (slot, chunk) in row.iter_mut().zip(bytes.chunks_exact(HASH_SIZE)) {
-            slot.copy_from_slice(chunk);
-        }
+        self.tiles.read_hashes(tile, (first & 0xff) as usize, &mut row[..count])?;
         let mut width = count;
         while width > 1 {
             for i in 0..width / 2 {

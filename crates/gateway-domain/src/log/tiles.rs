@@ -1,13 +1,12 @@
 //! The hash tiles a unit of work reads and extends: loaded from the store once, served to the
 //! tree code synchronously, and extended leaf by leaf as entries are appended.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use gateway_core::{CoopId, Error};
-use gateway_tlog::tile::{FULL_WIDTH, Tile, TileHashReader, TileReader};
+use gateway_tlog::tile::{FULL_WIDTH, Tile, TileHashReader, TileReader, copy_hashes};
 use gateway_tlog::tree::{HashReader, TreeError};
 use gateway_tlog::{Hash, merkle_root};
 
@@ -26,9 +25,10 @@ pub(crate) struct Tiles {
 }
 
 impl TileReader for Tiles {
-    fn read_tile(&self, tile: Tile) -> Result<Cow<'_, [u8]>, TreeError> {
+    fn read_hashes(&self, tile: Tile, first: usize, out: &mut [Hash]) -> Result<(), TreeError> {
+        let width = usize::from(tile.width()) * HASH;
         match self.known.get(&(tile.level(), tile.index())) {
-            Some(bytes) if bytes.len() >= usize::from(tile.width()) * HASH => Ok(Cow::Borrowed(bytes)),
+            Some(bytes) if bytes.len() >= width => copy_hashes(tile, &bytes[..width], first, out),
             Some(bytes) => Err(TreeError::Storage(format!(
                 "{} holds {} hashes, {} expected",
                 tile.path(),
@@ -53,15 +53,15 @@ struct Cached<'a> {
 }
 
 impl TileReader for Cached<'_> {
-    fn read_tile(&self, tile: Tile) -> Result<Cow<'_, [u8]>, TreeError> {
+    fn read_hashes(&self, tile: Tile, first: usize, out: &mut [Hash]) -> Result<(), TreeError> {
         let key = (tile.level(), tile.index());
         if !self.tiles.known.contains_key(&key)
             && let Some(cache) = self.cache
-            && let Some(bytes) = cache.get(&(self.coop.clone(), key.0, key.1), tile.width())
+            && let Some(bytes) = cache.get(self.coop, key, tile.width())
         {
-            return Ok(Cow::Owned(bytes[..usize::from(tile.width()) * HASH].to_vec()));
+            return copy_hashes(tile, &bytes[..usize::from(tile.width()) * HASH], first, out);
         }
-        self.tiles.read_tile(tile)
+        self.tiles.read_hashes(tile, first, out)
     }
 }
 
@@ -82,12 +82,13 @@ impl<R: HashReader> HashReader for Memo<'_, R> {
             return self.reader.subtree_hash(level, index);
         }
         let complete = level < 64 && index < self.size >> level;
-        let key = (self.coop.clone(), level, index);
-        if complete && let Some(hash) = self.cache.subtree(&key) {
+        if complete && let Some(hash) = self.cache.subtree(self.coop, (level, index)) {
             return Ok(hash);
         }
         let hash = self.reader.subtree_hash(level, index)?;
-        self.cache.keep_subtree(key, hash);
+        if complete {
+            self.cache.keep_subtree(self.coop, (level, index), hash);
+        }
         Ok(hash)
     }
 }
@@ -219,54 +220,96 @@ impl Tiles {
 /// again from the old generation moves back to the young one, so tiles in use stay.
 #[derive(Debug)]
 pub struct TileCache {
-    half: usize,
-    inner: Mutex<Generations>,
+    tiles: Mutex<Generations<Arc<[u8]>>>,
     /// Complete subtrees' hashes (a quarter of the bound), the same way.
-    subtrees: Mutex<SubtreeGenerations>,
+    subtrees: Mutex<Generations<Hash>>,
 }
 
 /// What one kept subtree hash costs, roughly: the hash, its key and the map's slot.
 const SUBTREE_BYTES: usize = 96;
 
-#[derive(Debug, Default)]
-struct SubtreeGenerations {
-    young: HashMap<TileKey, Hash>,
-    old: HashMap<TileKey, Hash>,
+/// A tile's or a subtree's `(level, index)` in its coop's log.
+type Position = (u8, u64);
+
+/// Kept values by coop, then position: a look-up borrows the coop's id rather than copying it.
+type Kept<V> = HashMap<CoopId, HashMap<Position, V>>;
+
+/// What a kept value counts against the bound.
+trait Weighed: Clone {
+    fn weight(&self) -> usize;
 }
 
-type TileKey = (CoopId, u8, u64);
+impl Weighed for Arc<[u8]> {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
 
-#[derive(Debug, Default)]
-struct Generations {
-    young: HashMap<TileKey, Arc<[u8]>>,
+impl Weighed for Hash {
+    fn weight(&self) -> usize {
+        SUBTREE_BYTES
+    }
+}
+
+/// Two generations of kept values: new and used ones go into the young one; when it weighs
+/// `half`, it becomes the old one and the previous old one is dropped.
+#[derive(Debug)]
+struct Generations<V> {
+    young: Kept<V>,
     young_bytes: usize,
-    old: HashMap<TileKey, Arc<[u8]>>,
+    old: Kept<V>,
     old_bytes: usize,
+    half: usize,
+}
+
+impl<V: Weighed> Generations<V> {
+    fn new(half: usize) -> Self {
+        Self { young: Kept::new(), young_bytes: 0, old: Kept::new(), old_bytes: 0, half }
+    }
+
+    /// The kept value, moved back to the young generation when it was in the old one.
+    fn get(&mut self, coop: &CoopId, position: Position) -> Option<V> {
+        if let Some(value) = self.young.get(coop).and_then(|kept| kept.get(&position)) {
+            return Some(value.clone());
+        }
+        let value = self.old.get_mut(coop)?.remove(&position)?;
+        self.old_bytes -= value.weight();
+        self.insert(coop, position, value.clone());
+        Some(value)
+    }
+
+    fn insert(&mut self, coop: &CoopId, position: Position, value: V) {
+        if let Some(previous) = self.old.get_mut(coop).and_then(|kept| kept.remove(&position)) {
+            self.old_bytes -= previous.weight();
+        }
+        let added = value.weight();
+        if let Some(previous) = self.young.entry(coop.clone()).or_default().insert(position, value) {
+            self.young_bytes -= previous.weight();
+        }
+        self.young_bytes += added;
+        if self.young_bytes >= self.half {
+            self.old = std::mem::take(&mut self.young);
+            self.old_bytes = std::mem::take(&mut self.young_bytes);
+        }
+    }
 }
 
 impl TileCache {
     /// A cache holding at most about `bytes` of tiles.
     pub fn new(bytes: usize) -> Self {
-        Self { half: (bytes / 2).max(HASH), inner: Mutex::default(), subtrees: Mutex::default() }
+        let half = (bytes / 2).max(HASH);
+        Self {
+            tiles: Mutex::new(Generations::new(half)),
+            subtrees: Mutex::new(Generations::new((half / 4).max(SUBTREE_BYTES))),
+        }
     }
 
-    fn subtree(&self, key: &TileKey) -> Option<Hash> {
-        let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(hash) = kept.young.get(key) {
-            return Some(*hash);
-        }
-        let hash = kept.old.remove(key)?;
-        kept.young.insert(key.clone(), hash);
-        Some(hash)
+    fn subtree(&self, coop: &CoopId, position: Position) -> Option<Hash> {
+        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(coop, position)
     }
 
-    fn keep_subtree(&self, key: TileKey, hash: Hash) {
-        let limit = (self.half / 4 / SUBTREE_BYTES).max(1);
-        let mut kept = self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        kept.young.insert(key, hash);
-        if kept.young.len() >= limit {
-            kept.old = std::mem::take(&mut kept.young);
-        }
+    fn keep_subtree(&self, coop: &CoopId, position: Position, hash: Hash) {
+        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(coop, position, hash);
     }
 
     /// Tile `(level, index)` of the coop's log with at least `width` hashes, from memory when
@@ -279,56 +322,32 @@ impl TileCache {
         index: u64,
         width: u16,
     ) -> Result<Option<Vec<u8>>, Error> {
-        let key = (coop.clone(), level, index);
-        if let Some(bytes) = self.get(&key, width) {
+        if let Some(bytes) = self.get(coop, (level, index), width) {
             return Ok(Some(bytes.to_vec()));
         }
         let bytes = reads.log_tile(coop, level, index).await?;
         if let Some(bytes) = &bytes
             && bytes.len() >= usize::from(width) * HASH
         {
-            self.put(key, bytes);
+            self.put(coop, (level, index), bytes);
         }
         Ok(bytes)
     }
 
-    pub(crate) fn get(&self, key: &TileKey, width: u16) -> Option<Arc<[u8]>> {
-        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(bytes) = inner.young.get(key) {
-            return (bytes.len() >= usize::from(width) * HASH).then(|| bytes.clone());
-        }
-        let bytes = inner.old.remove(key)?;
-        let wide_enough = bytes.len() >= usize::from(width) * HASH;
-        inner.insert(self.half, key.clone(), bytes.clone());
-        wide_enough.then_some(bytes)
+    /// The kept tile at `position` when it holds at least `width` hashes.
+    pub(crate) fn get(&self, coop: &CoopId, position: Position, width: u16) -> Option<Arc<[u8]>> {
+        let mut tiles = self.tiles.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tiles.get(coop, position).filter(|bytes| bytes.len() >= usize::from(width) * HASH)
     }
 
-    fn put(&self, key: TileKey, bytes: &[u8]) {
-        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        inner.insert(self.half, key, bytes.into());
+    fn put(&self, coop: &CoopId, position: Position, bytes: &[u8]) {
+        self.tiles.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(coop, position, bytes.into());
     }
 
     /// The bytes of tiles kept now (both generations).
     pub fn bytes(&self) -> usize {
-        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        inner.young_bytes + inner.old_bytes
-    }
-}
-
-impl Generations {
-    fn insert(&mut self, half: usize, key: TileKey, bytes: Arc<[u8]>) {
-        if let Some(previous) = self.old.remove(&key) {
-            self.old_bytes -= previous.len();
-        }
-        let added = bytes.len();
-        if let Some(previous) = self.young.insert(key, bytes) {
-            self.young_bytes -= previous.len();
-        }
-        self.young_bytes += added;
-        if self.young_bytes >= half {
-            self.old = std::mem::take(&mut self.young);
-            self.old_bytes = std::mem::take(&mut self.young_bytes);
-        }
+        let tiles = self.tiles.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tiles.young_bytes + tiles.old_bytes
     }
 }
 
@@ -344,35 +363,59 @@ pub(crate) const INTEGRITY: &str = "log integrity";
 mod tests {
     use super::*;
 
-    fn key(index: u64) -> TileKey {
-        (CoopId::parse("c1").unwrap(), 0, index)
+    fn coop(id: &str) -> CoopId {
+        CoopId::parse(id).unwrap()
     }
 
     #[test]
     fn a_kept_tile_serves_its_width_and_narrower_and_a_wider_read_misses() {
-        let cache = TileCache::new(1 << 20);
-        cache.put(key(0), &[7u8; 10 * HASH]);
-        assert_eq!(cache.get(&key(0), 10).unwrap().len(), 10 * HASH);
-        assert_eq!(cache.get(&key(0), 3).unwrap().len(), 10 * HASH, "the reader takes the first hashes");
-        assert!(cache.get(&key(0), 11).is_none(), "a wider partial tile is loaded again");
-        assert!(cache.get(&key(1), 1).is_none());
-        cache.put(key(0), &[7u8; 11 * HASH]);
-        assert_eq!(cache.get(&key(0), 11).unwrap().len(), 11 * HASH);
+        let (cache, c1) = (TileCache::new(1 << 20), coop("c1"));
+        cache.put(&c1, (0, 0), &[7u8; 10 * HASH]);
+        assert_eq!(cache.get(&c1, (0, 0), 10).unwrap().len(), 10 * HASH);
+        assert_eq!(cache.get(&c1, (0, 0), 3).unwrap().len(), 10 * HASH, "the reader takes the first hashes");
+        assert!(cache.get(&c1, (0, 0), 11).is_none(), "a wider partial tile is loaded again");
+        assert!(cache.get(&c1, (0, 1), 1).is_none());
+        assert!(cache.get(&c1, (1, 0), 1).is_none(), "another level's tile is another tile");
+        assert!(cache.get(&coop("c2"), (0, 0), 1).is_none(), "another coop's log is another log");
+        cache.put(&c1, (0, 0), &[7u8; 11 * HASH]);
+        assert_eq!(cache.get(&c1, (0, 0), 11).unwrap().len(), 11 * HASH);
         assert_eq!(cache.bytes(), 11 * HASH, "the wider tile replaced the narrower one");
     }
 
     #[test]
     fn the_cache_stays_within_its_bound_and_keeps_the_tiles_in_use() {
         let full = usize::from(FULL_WIDTH) * HASH;
-        let cache = TileCache::new(16 * full);
-        cache.put(key(0), &vec![1u8; full]);
+        let (cache, c1, c2) = (TileCache::new(16 * full), coop("c1"), coop("c2"));
+        cache.put(&c1, (0, 0), &vec![1u8; full]);
         for index in 1..1_000 {
-            cache.put(key(index), &vec![1u8; full]);
+            // Two coops' tiles share the bound.
+            let owner = if index % 2 == 0 { &c1 } else { &c2 };
+            cache.put(owner, (0, index), &vec![1u8; full]);
             assert!(cache.bytes() <= 16 * full, "{} bytes kept after {index} tiles", cache.bytes());
             // Tile 0 is read between every two loads: it is never dropped.
-            assert!(cache.get(&key(0), FULL_WIDTH).is_some(), "tile 0 dropped after {index} loads");
+            assert!(cache.get(&c1, (0, 0), FULL_WIDTH).is_some(), "tile 0 dropped after {index} loads");
         }
-        assert!(cache.get(&key(1), FULL_WIDTH).is_none(), "an unused tile is dropped");
-        assert!(cache.get(&key(999), FULL_WIDTH).is_some(), "the newest tile is kept");
+        assert!(cache.get(&c2, (0, 1), FULL_WIDTH).is_none(), "an unused tile is dropped");
+        assert!(cache.get(&c2, (0, 999), FULL_WIDTH).is_some(), "the newest tile is kept");
+        // What the two generations hold is what they count: every kept tile is a full one.
+        let bytes = cache.bytes();
+        let tiles = cache.tiles.lock().unwrap();
+        let kept: usize = [&tiles.young, &tiles.old].iter().flat_map(|g| g.values()).map(HashMap::len).sum();
+        assert_eq!(bytes, kept * full);
+    }
+
+    #[test]
+    fn kept_subtree_hashes_are_the_coops_own_and_stay_within_their_share() {
+        let (cache, c1, c2) = (TileCache::new(64 * SUBTREE_BYTES * 8), coop("c1"), coop("c2"));
+        cache.keep_subtree(&c1, (3, 5), [1; 32]);
+        assert_eq!(cache.subtree(&c1, (3, 5)), Some([1; 32]));
+        assert_eq!(cache.subtree(&c2, (3, 5)), None);
+        assert_eq!(cache.subtree(&c1, (3, 4)), None);
+        for index in 0..10_000 {
+            cache.keep_subtree(&c2, (1, index), [2; 32]);
+        }
+        let subtrees = cache.subtrees.lock().unwrap();
+        let kept: usize = [&subtrees.young, &subtrees.old].iter().flat_map(|g| g.values()).map(HashMap::len).sum();
+        assert!(kept * SUBTREE_BYTES <= 2 * subtrees.half, "{kept} subtree hashes kept");
     }
 }
