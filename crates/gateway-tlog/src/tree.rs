@@ -84,6 +84,18 @@ pub enum VerifyError {
 pub trait HashReader {
     /// The hash of the complete subtree at `(level, index)`.
     fn subtree_hash(&self, level: u8, index: u64) -> Result<Hash, TreeError>;
+
+    /// MTH(D[lo:hi]) of a range that is several complete subtrees wide, when the reader kept it
+    /// from an earlier fold (see [`keep_range`](Self::keep_range)); `None`, the default, has the
+    /// caller fold it from complete subtrees.
+    fn kept_range(&self, _lo: u64, _hi: u64) -> Option<Hash> {
+        None
+    }
+
+    /// Offered each range hash folded from several complete subtrees, for a reader that keeps
+    /// them. The leaves of a range never change, so its hash holds in every tree that contains
+    /// it: every proof against one tree size asks for the same few ranges of its right edge.
+    fn keep_range(&self, _lo: u64, _hi: u64, _hash: &Hash) {}
 }
 
 /// The largest power of two strictly smaller than `n` (`n ≥ 2`): RFC 6962's split point `k`.
@@ -103,6 +115,10 @@ fn largest_power_at_most(n: u64) -> u64 {
 /// cut greedily into aligned power-of-two pieces and folded from the right.
 fn range_hash<R: HashReader + ?Sized>(reader: &R, lo: u64, hi: u64) -> Result<Hash, TreeError> {
     debug_assert!(lo < hi);
+    let folded = !(hi - lo).is_power_of_two();
+    if folded && let Some(hash) = reader.kept_range(lo, hi) {
+        return Ok(hash);
+    }
     let mut pieces = [[0u8; 32]; 64];
     let mut count = 0;
     let mut pos = lo;
@@ -118,6 +134,9 @@ fn range_hash<R: HashReader + ?Sized>(reader: &R, lo: u64, hi: u64) -> Result<Ha
     let mut hash = pieces[count - 1];
     for piece in pieces[..count - 1].iter().rev() {
         hash = node_hash(piece, &hash);
+    }
+    if folded {
+        reader.keep_range(lo, hi, &hash);
     }
     Ok(hash)
 }

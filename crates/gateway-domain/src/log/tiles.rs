@@ -65,9 +65,9 @@ impl TileReader for Cached<'_> {
     }
 }
 
-/// A reader that takes the hashes of complete subtrees from the [`TileCache`] when it has
-/// computed them before (such a hash is the same in every tree that holds the subtree), and
-/// keeps those it computes.
+/// A reader that takes the hashes of complete subtrees, and of the ranges the tree code folds
+/// from them (a tree's right edge), from the [`TileCache`] when it has computed them before
+/// (such a hash is the same in every tree that holds its leaves), and keeps those it computes.
 struct Memo<'a, R> {
     reader: &'a R,
     cache: &'a TileCache,
@@ -82,14 +82,25 @@ impl<R: HashReader> HashReader for Memo<'_, R> {
             return self.reader.subtree_hash(level, index);
         }
         let complete = level < 64 && index < self.size >> level;
-        if complete && let Some(hash) = self.cache.subtree(self.coop, (level, index)) {
+        let leaves = (index << level, (index + 1) << level);
+        if complete && let Some(hash) = self.cache.subtree(self.coop, leaves) {
             return Ok(hash);
         }
         let hash = self.reader.subtree_hash(level, index)?;
         if complete {
-            self.cache.keep_subtree(self.coop, (level, index), hash);
+            self.cache.keep_subtree(self.coop, leaves, hash);
         }
         Ok(hash)
+    }
+
+    fn kept_range(&self, lo: u64, hi: u64) -> Option<Hash> {
+        if hi > self.size { None } else { self.cache.subtree(self.coop, (lo, hi)) }
+    }
+
+    fn keep_range(&self, lo: u64, hi: u64, hash: &Hash) {
+        if lo < hi && hi <= self.size {
+            self.cache.keep_subtree(self.coop, (lo, hi), *hash);
+        }
     }
 }
 
@@ -220,9 +231,10 @@ impl Tiles {
 /// again from the old generation moves back to the young one, so tiles in use stay.
 #[derive(Debug)]
 pub struct TileCache {
-    tiles: Mutex<Generations<Arc<[u8]>>>,
-    /// Complete subtrees' hashes (a quarter of the bound), the same way.
-    subtrees: Mutex<Generations<Hash>>,
+    tiles: Mutex<Generations<Position, Arc<[u8]>>>,
+    /// The hashes of complete subtrees and of the right edges folded from them, by the leaves
+    /// they cover (a quarter of the bound), the same way.
+    subtrees: Mutex<Generations<Leaves, Hash>>,
 }
 
 /// What one kept subtree hash costs, roughly: the hash, its key and the map's slot.
@@ -231,8 +243,11 @@ const SUBTREE_BYTES: usize = 96;
 /// A tile's or a subtree's `(level, index)` in its coop's log.
 type Position = (u8, u64);
 
-/// Kept values by coop, then position: a look-up borrows the coop's id rather than copying it.
-type Kept<V> = HashMap<CoopId, HashMap<Position, V>>;
+/// The leaves `[lo, hi)` a kept hash covers.
+type Leaves = (u64, u64);
+
+/// Kept values by coop, then key: a look-up borrows the coop's id rather than copying it.
+type Kept<K, V> = HashMap<CoopId, HashMap<K, V>>;
 
 /// What a kept value counts against the bound.
 trait Weighed: Clone {
@@ -254,36 +269,36 @@ impl Weighed for Hash {
 /// Two generations of kept values: new and used ones go into the young one; when it weighs
 /// `half`, it becomes the old one and the previous old one is dropped.
 #[derive(Debug)]
-struct Generations<V> {
-    young: Kept<V>,
+struct Generations<K, V> {
+    young: Kept<K, V>,
     young_bytes: usize,
-    old: Kept<V>,
+    old: Kept<K, V>,
     old_bytes: usize,
     half: usize,
 }
 
-impl<V: Weighed> Generations<V> {
+impl<K: std::hash::Hash + Eq, V: Weighed> Generations<K, V> {
     fn new(half: usize) -> Self {
         Self { young: Kept::new(), young_bytes: 0, old: Kept::new(), old_bytes: 0, half }
     }
 
     /// The kept value, moved back to the young generation when it was in the old one.
-    fn get(&mut self, coop: &CoopId, position: Position) -> Option<V> {
-        if let Some(value) = self.young.get(coop).and_then(|kept| kept.get(&position)) {
+    fn get(&mut self, coop: &CoopId, key: K) -> Option<V> {
+        if let Some(value) = self.young.get(coop).and_then(|kept| kept.get(&key)) {
             return Some(value.clone());
         }
-        let value = self.old.get_mut(coop)?.remove(&position)?;
+        let value = self.old.get_mut(coop)?.remove(&key)?;
         self.old_bytes -= value.weight();
-        self.insert(coop, position, value.clone());
+        self.insert(coop, key, value.clone());
         Some(value)
     }
 
-    fn insert(&mut self, coop: &CoopId, position: Position, value: V) {
-        if let Some(previous) = self.old.get_mut(coop).and_then(|kept| kept.remove(&position)) {
+    fn insert(&mut self, coop: &CoopId, key: K, value: V) {
+        if let Some(previous) = self.old.get_mut(coop).and_then(|kept| kept.remove(&key)) {
             self.old_bytes -= previous.weight();
         }
         let added = value.weight();
-        if let Some(previous) = self.young.entry(coop.clone()).or_default().insert(position, value) {
+        if let Some(previous) = self.young.entry(coop.clone()).or_default().insert(key, value) {
             self.young_bytes -= previous.weight();
         }
         self.young_bytes += added;
@@ -304,12 +319,12 @@ impl TileCache {
         }
     }
 
-    fn subtree(&self, coop: &CoopId, position: Position) -> Option<Hash> {
-        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(coop, position)
+    fn subtree(&self, coop: &CoopId, leaves: Leaves) -> Option<Hash> {
+        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(coop, leaves)
     }
 
-    fn keep_subtree(&self, coop: &CoopId, position: Position, hash: Hash) {
-        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(coop, position, hash);
+    fn keep_subtree(&self, coop: &CoopId, leaves: Leaves, hash: Hash) {
+        self.subtrees.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(coop, leaves, hash);
     }
 
     /// Tile `(level, index)` of the coop's log with at least `width` hashes, from memory when
@@ -407,12 +422,13 @@ mod tests {
     #[test]
     fn kept_subtree_hashes_are_the_coops_own_and_stay_within_their_share() {
         let (cache, c1, c2) = (TileCache::new(64 * SUBTREE_BYTES * 8), coop("c1"), coop("c2"));
-        cache.keep_subtree(&c1, (3, 5), [1; 32]);
-        assert_eq!(cache.subtree(&c1, (3, 5)), Some([1; 32]));
-        assert_eq!(cache.subtree(&c2, (3, 5)), None);
-        assert_eq!(cache.subtree(&c1, (3, 4)), None);
+        // The subtree at level 3, index 5 covers leaves [40, 48).
+        cache.keep_subtree(&c1, (40, 48), [1; 32]);
+        assert_eq!(cache.subtree(&c1, (40, 48)), Some([1; 32]));
+        assert_eq!(cache.subtree(&c2, (40, 48)), None);
+        assert_eq!(cache.subtree(&c1, (40, 47)), None, "another range is another hash");
         for index in 0..10_000 {
-            cache.keep_subtree(&c2, (1, index), [2; 32]);
+            cache.keep_subtree(&c2, (2 * index, 2 * index + 2), [2; 32]);
         }
         let subtrees = cache.subtrees.lock().unwrap();
         let kept: usize = [&subtrees.young, &subtrees.old].iter().flat_map(|g| g.values()).map(HashMap::len).sum();

@@ -363,3 +363,63 @@ mod properties {
         }
     }
 }
+
+/// A reader that keeps the range hashes it is offered and counts the subtree hashes it serves.
+struct KeepingReader<'a> {
+    tree: &'a MemoryTree,
+    ranges: std::cell::RefCell<std::collections::HashMap<(u64, u64), Hash>>,
+    reads: std::cell::Cell<usize>,
+}
+
+impl HashReader for KeepingReader<'_> {
+    fn subtree_hash(&self, level: u8, index: u64) -> Result<Hash, TreeError> {
+        self.reads.set(self.reads.get() + 1);
+        self.tree.subtree_hash(level, index)
+    }
+
+    fn kept_range(&self, lo: u64, hi: u64) -> Option<Hash> {
+        self.ranges.borrow().get(&(lo, hi)).copied()
+    }
+
+    fn keep_range(&self, lo: u64, hi: u64, hash: &Hash) {
+        assert!(!(hi - lo).is_power_of_two(), "[{lo}, {hi}) is one complete subtree: nothing to keep");
+        self.ranges.borrow_mut().insert((lo, hi), *hash);
+    }
+}
+
+/// The range hashes a reader is offered are the ranges' own roots; proofs built with them kept
+/// are the same proofs; and a second proof against the same size folds nothing again.
+#[test]
+fn kept_range_hashes_are_the_ranges_roots_and_change_no_proof() {
+    let tree = tree_of(300);
+    let leaves: Vec<Hash> = (0..300).map(|i| tree.leaf(i).unwrap()).collect();
+    // Sizes whose right edge, seen from leaf 0, is several complete subtrees wide.
+    for size in [7u64, 100, 255, 299, 300] {
+        let reader = KeepingReader { tree: &tree, ranges: Default::default(), reads: std::cell::Cell::new(0) };
+        for index in 0..size {
+            assert_eq!(inclusion_proof(index, size, &reader).unwrap(), inclusion_proof(index, size, &tree).unwrap());
+        }
+        for old in 0..=size {
+            assert_eq!(consistency_proof(old, size, &reader).unwrap(), consistency_proof(old, size, &tree).unwrap());
+        }
+        assert!(!reader.ranges.borrow().is_empty(), "size {size} has a right edge to fold");
+        for (&(lo, hi), hash) in reader.ranges.borrow().iter() {
+            assert_eq!(*hash, merkle_root(&leaves[lo as usize..hi as usize]), "[{lo}, {hi})");
+        }
+        // Leaf 0's right edge is kept: asking again reads one hash per complete sibling and
+        // folds nothing.
+        reader.reads.set(0);
+        let proof = inclusion_proof(0, size, &reader).unwrap();
+        assert_eq!(reader.reads.get(), proof.len() - 1, "size {size}: the edge came from the kept ranges");
+    }
+    // A kept range is used as given: a wrong one gives a proof that does not verify.
+    let (size, index) = (300u64, 5u64);
+    let reader = KeepingReader { tree: &tree, ranges: Default::default(), reads: std::cell::Cell::new(0) };
+    inclusion_proof(index, size, &reader).unwrap();
+    for hash in reader.ranges.borrow_mut().values_mut() {
+        hash[0] ^= 1;
+    }
+    let proof = inclusion_proof(index, size, &reader).unwrap();
+    let root = tree.root_at(size).unwrap();
+    assert_eq!(verify_inclusion(index, size, &leaves[index as usize], &proof, &root), Err(VerifyError::RootMismatch));
+}
