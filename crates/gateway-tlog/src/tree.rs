@@ -4,9 +4,10 @@
 //! Proof generation reads hashes through a [`HashReader`], which serves only the hashes of
 //! *complete* subtrees: the node at `(level, index)` covers the `2^level` leaves
 //! `[index·2^level, (index+1)·2^level)`. Every other hash a proof needs (the root of a right-hand
-//! fringe that is not a power of two wide) is recomputed from complete subtrees, as Go's
-//! `golang.org/x/mod/sumdb/tlog` does with its stored hash indices. Complete subtrees never
-//! change once written, so a store that keeps only tiles (see [`crate::tile`]) can serve them.
+//! fringe that is not a power of two wide) is folded from complete subtrees, as Go's
+//! `golang.org/x/mod/sumdb/tlog` does with its stored hash indices, unless the reader kept it
+//! from an earlier fold ([`HashReader::kept_range`]). Complete subtrees never change once
+//! written, so a store that keeps only tiles (see [`crate::tile`]) can serve them.
 //!
 //! Verification follows the algorithms of RFC 9162 sections 2.1.3.2 and 2.1.4.2 literally.
 

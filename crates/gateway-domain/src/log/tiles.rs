@@ -81,13 +81,15 @@ impl<R: HashReader> HashReader for Memo<'_, R> {
         if level.is_multiple_of(8) {
             return self.reader.subtree_hash(level, index);
         }
-        let complete = level < 64 && index < self.size >> level;
-        let leaves = (index << level, (index + 1) << level);
-        if complete && let Some(hash) = self.cache.subtree(self.coop, leaves) {
+        // The leaves of a subtree complete within the tree (so neither shift overflows).
+        let leaves = (level < 64 && index < self.size >> level).then(|| (index << level, (index + 1) << level));
+        if let Some(leaves) = leaves
+            && let Some(hash) = self.cache.subtree(self.coop, leaves)
+        {
             return Ok(hash);
         }
         let hash = self.reader.subtree_hash(level, index)?;
-        if complete {
+        if let Some(leaves) = leaves {
             self.cache.keep_subtree(self.coop, leaves, hash);
         }
         Ok(hash)
@@ -115,8 +117,8 @@ pub(crate) enum Source<'a, T: LogTx + ?Sized> {
 impl Tiles {
     /// Runs `op` over the tree of `size` leaves, loading each tile it asks for from `source`
     /// until it completes (a proof touches at most two tiles per level). Reading through the
-    /// process's [`TileCache`], kept tiles and the complete subtrees' hashes computed before are
-    /// taken from it without a pass of their own.
+    /// process's [`TileCache`], kept tiles, and the hashes of complete subtrees and of folded
+    /// right edges computed before, are taken from it without a pass of their own.
     pub(crate) async fn with<R, T: LogTx + ?Sized>(
         &mut self,
         coop: &CoopId,
@@ -417,6 +419,45 @@ mod tests {
         let tiles = cache.tiles.lock().unwrap();
         let kept: usize = [&tiles.young, &tiles.old].iter().flat_map(|g| g.values()).map(HashMap::len).sum();
         assert_eq!(bytes, kept * full);
+    }
+
+    /// Proofs through the cache, for two coops whose logs differ, at several sizes of each,
+    /// are the proofs of each coop's own tree: a kept subtree or right edge never serves
+    /// another coop or another tree size wrongly.
+    #[test]
+    fn proofs_through_the_cache_are_each_trees_own() {
+        use gateway_tlog::MemoryTree;
+        use gateway_tlog::tree::{consistency_proof, inclusion_proof};
+        let cache = TileCache::new(1 << 20);
+        let tree_of = |name: &str| {
+            let mut tree = MemoryTree::new();
+            for i in 0..600u64 {
+                tree.append_entry(format!("{name} {i}").as_bytes());
+            }
+            tree
+        };
+        let coops = [(coop("c1"), tree_of("c1")), (coop("c2"), tree_of("c2"))];
+        for size in [5u64, 300, 299, 600, 300, 517] {
+            for (coop, tree) in &coops {
+                let memo = Memo { reader: tree, cache: &cache, coop, size };
+                for index in (0..size).step_by(7).chain([size - 1]) {
+                    assert_eq!(
+                        inclusion_proof(index, size, &memo).unwrap(),
+                        inclusion_proof(index, size, tree).unwrap(),
+                        "{coop}: leaf {index} of {size}"
+                    );
+                }
+                for old in (0..=size).step_by(11) {
+                    assert_eq!(
+                        consistency_proof(old, size, &memo).unwrap(),
+                        consistency_proof(old, size, tree).unwrap()
+                    );
+                }
+            }
+        }
+        let subtrees = cache.subtrees.lock().unwrap();
+        let ranges = subtrees.young.values().flat_map(HashMap::keys).filter(|(lo, hi)| !(hi - lo).is_power_of_two());
+        assert!(ranges.count() > 0, "the right edges were kept");
     }
 
     #[test]

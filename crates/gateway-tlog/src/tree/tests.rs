@@ -393,16 +393,18 @@ impl HashReader for KeepingReader<'_> {
 fn kept_range_hashes_are_the_ranges_roots_and_change_no_proof() {
     let tree = tree_of(300);
     let leaves: Vec<Hash> = (0..300).map(|i| tree.leaf(i).unwrap()).collect();
-    // Sizes whose right edge, seen from leaf 0, is several complete subtrees wide.
+    // One reader over trees of several sizes (the same leaves, grown), as a process keeps the
+    // ranges of every size it proved against; each size's right edge, seen from leaf 0, is
+    // several complete subtrees wide.
+    let reader = KeepingReader { tree: &tree, ranges: Default::default(), reads: std::cell::Cell::new(0) };
     for size in [7u64, 100, 255, 299, 300] {
-        let reader = KeepingReader { tree: &tree, ranges: Default::default(), reads: std::cell::Cell::new(0) };
         for index in 0..size {
             assert_eq!(inclusion_proof(index, size, &reader).unwrap(), inclusion_proof(index, size, &tree).unwrap());
         }
         for old in 0..=size {
             assert_eq!(consistency_proof(old, size, &reader).unwrap(), consistency_proof(old, size, &tree).unwrap());
         }
-        assert!(!reader.ranges.borrow().is_empty(), "size {size} has a right edge to fold");
+        assert!(reader.ranges.borrow().keys().any(|&(_, hi)| hi == size), "size {size} has a right edge to fold");
         for (&(lo, hi), hash) in reader.ranges.borrow().iter() {
             assert_eq!(*hash, merkle_root(&leaves[lo as usize..hi as usize]), "[{lo}, {hi})");
         }
@@ -411,6 +413,10 @@ fn kept_range_hashes_are_the_ranges_roots_and_change_no_proof() {
         reader.reads.set(0);
         let proof = inclusion_proof(0, size, &reader).unwrap();
         assert_eq!(reader.reads.get(), proof.len() - 1, "size {size}: the edge came from the kept ranges");
+    }
+    // A smaller tree asked for again after larger ones: still its own proofs, its edge kept.
+    for index in 0..100 {
+        assert_eq!(inclusion_proof(index, 100, &reader).unwrap(), inclusion_proof(index, 100, &tree).unwrap());
     }
     // A kept range is used as given: a wrong one gives a proof that does not verify.
     let (size, index) = (300u64, 5u64);
