@@ -86,7 +86,7 @@ pub trait HashReader {
     /// The hash of the complete subtree at `(level, index)`.
     fn subtree_hash(&self, level: u8, index: u64) -> Result<Hash, TreeError>;
 
-    /// MTH(D[lo:hi]) of a range that is several complete subtrees wide, when the reader kept it
+    /// `MTH(D[lo:hi])` of a range that is several complete subtrees wide, when the reader kept it
     /// from an earlier fold (see [`keep_range`](Self::keep_range)); `None`, the default, has the
     /// caller fold it from complete subtrees.
     fn kept_range(&self, _lo: u64, _hi: u64) -> Option<Hash> {
