@@ -242,7 +242,7 @@ pub struct TileCache {
 /// What one kept subtree hash costs, roughly: the hash, its key and the map's slot.
 const SUBTREE_BYTES: usize = 96;
 
-/// A tile's or a subtree's `(level, index)` in its coop's log.
+/// A tile's `(level, index)` in its coop's log.
 type Position = (u8, u64);
 
 /// The leaves `[lo, hi)` a kept hash covers.
