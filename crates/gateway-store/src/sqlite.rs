@@ -112,31 +112,92 @@ impl Borrowed<'_> {
         }
     }
 
-    /// Runs `work` on the connection on a blocking thread, for statements that may take long
-    /// (scans of whole tables), so that they never hold up the async workers.
+    /// Runs `work` on the connection off the async workers, for statements that may take long
+    /// (scans of whole tables: the ledger's audit every 10 s, the balance gauge, the trust
+    /// graph), so that they never hold up a request.
+    ///
+    /// A file's connection runs them on a thread of their own at the lowest priority (nice 19),
+    /// offering its core each [`BACKGROUND_QUANTUM`] ([`yielding`]): the scan uses the CPU the
+    /// requests leave. An ordinary thread shares a core with a busy worker half and half, in
+    /// turns of the kernel's slice (milliseconds), and every request queued on that worker waits
+    /// out each turn: measured with `cargo xtask bench --scenario log` (docs/PERFORMANCE.md),
+    /// the audit of 35,000 payments took half of the pinned gateway's core for 250 ms every 10 s,
+    /// which alone set the `log/proof` p99. The in-memory database's one connection is every
+    /// request's too: its scan runs at the ordinary priority, so that a starved scan never holds
+    /// it while requests wait.
     pub(crate) async fn off_thread<T: Send + 'static>(
         &mut self,
         work: impl FnOnce(&mut Connection) -> T + Send + 'static,
     ) -> Result<T, Error> {
-        let lost = |e: tokio::task::JoinError| Error::Internal(format!("a blocking read failed: {e}"));
         match self {
             Borrowed::Listed(_, slot) => {
                 let mut db = slot.take().expect("held until dropped");
-                let (db, out) = tokio::task::spawn_blocking(move || {
-                    let out = work(&mut db);
-                    (db, out)
-                })
-                .await
-                .map_err(lost)?;
+                let (sender, answer) = tokio::sync::oneshot::channel();
+                std::thread::Builder::new()
+                    .name("store-scan".into())
+                    .spawn(move || {
+                        lower_priority();
+                        let (out, _) = yielding(&mut db, BACKGROUND_QUANTUM, work);
+                        // The read's future may have been dropped: the connection closes then.
+                        let _ = sender.send((db, out));
+                    })
+                    .map_err(|e| Error::ServiceUnavailable(format!("cannot start a scan's thread: {e}")))?;
+                let (db, out) = answer
+                    .await
+                    .map_err(|_| Error::Internal("a background read's thread ended without an answer".into()))?;
                 *slot = Some(db);
                 Ok(out)
             }
             Borrowed::Shared(slot) => {
                 let mut db = slot.take().expect("held until dropped");
-                tokio::task::spawn_blocking(move || work(&mut db)).await.map_err(lost)
+                tokio::task::spawn_blocking(move || yielding(&mut db, BACKGROUND_QUANTUM, work).0)
+                    .await
+                    .map_err(|e| Error::Internal(format!("a blocking read failed: {e}")))
             }
         }
     }
+}
+
+/// Gives the calling thread the lowest ordinary priority (nice 19: about 1.5 % of a core that
+/// a thread of the default priority keeps busy). Any thread may lower its own priority (on
+/// Linux, `setpriority` of process 0 is the calling thread's); should it fail, the scan runs at
+/// the ordinary priority, slower for requests, never wrong.
+fn lower_priority() {
+    let _ = rustix::process::setpriority_process(None, 19);
+}
+
+/// How long a background statement runs before it offers its core to any other thread ready to
+/// run there ([`Borrowed::off_thread`]).
+pub(crate) const BACKGROUND_QUANTUM: Duration = Duration::from_micros(500);
+
+/// Virtual machine instructions between two looks at the clock of a [`yielding`] statement
+/// (some tens of microseconds of work).
+const PROGRESS_STEPS: std::ffi::c_int = 1_000;
+
+/// Runs `work` on `db` offering the thread's core to others (`sched_yield`) each time it has
+/// worked `quantum` since the last offer; returns what `work` returned and how many offers it
+/// made. An offer costs nothing when no other thread waits for the core. SQLite asks between
+/// virtual machine instructions, so one instruction that takes longer (sorting rows already
+/// read) is not cut. The connection has no progress handler again afterwards.
+pub(crate) fn yielding<T>(db: &mut Connection, quantum: Duration, work: impl FnOnce(&mut Connection) -> T) -> (T, u64) {
+    let offers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&offers);
+    let mut since = std::time::Instant::now();
+    db.progress_handler(
+        PROGRESS_STEPS,
+        Some(move || {
+            if since.elapsed() >= quantum {
+                std::thread::yield_now();
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                since = std::time::Instant::now();
+            }
+            // Never interrupt the statement.
+            false
+        }),
+    );
+    let out = work(db);
+    db.progress_handler(0, None::<fn() -> bool>);
+    (out, offers.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 impl Drop for Borrowed<'_> {
@@ -369,6 +430,52 @@ mod tests {
         let WriterConn::Owned(writer) = db.writer().unwrap() else { panic!("a file has its own writer") };
         writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
         (dir, path, db, writer)
+    }
+
+    /// A long statement run [`yielding`] offers its core each time it has worked a quantum,
+    /// and gives the same answer; with a quantum longer than it runs, it offers nothing.
+    #[test]
+    fn a_background_statement_offers_its_core_each_quantum() {
+        let mut db = Connection::open_in_memory().unwrap();
+        let count = |db: &mut Connection| -> i64 {
+            db.query_row(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT SUM(i % 7) FROM n",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        let expected: i64 = (1..=300_000i64).map(|i| i % 7).sum();
+        let (sum, offers) = yielding(&mut db, Duration::ZERO, count);
+        assert_eq!(sum, expected);
+        assert!(offers > 10, "a statement of 300,000 rows offered its core {offers} times at every look");
+        let (sum, offers) = yielding(&mut db, Duration::from_secs(3_600), count);
+        assert_eq!((sum, offers), (expected, 0), "an hour's quantum is never reached");
+    }
+
+    /// A file's scan runs on a thread of its own at nice 19, and its connection comes back for
+    /// the next read; the in-memory database's (every request's one connection) at the
+    /// priority the process has.
+    #[tokio::test]
+    async fn a_files_scan_runs_at_the_lowest_priority() {
+        let (_dir, _path, db, _writer) = blob_store("scan.db");
+        let ours = rustix::process::getpriority_process(None).unwrap();
+        let mut reader = db.reader().await.unwrap();
+        let (priority, name) = reader
+            .off_thread(|_| {
+                (rustix::process::getpriority_process(None).unwrap(), std::thread::current().name().map(str::to_owned))
+            })
+            .await
+            .unwrap();
+        assert_eq!((priority, name.as_deref()), (19, Some("store-scan")));
+        let count: i64 = reader.connection().query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0)).unwrap();
+        assert_eq!(count, 0);
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), ours, "the caller's thread kept its priority");
+
+        let memory = SqliteDb::memory(&sqlx::migrate::Migrator::DEFAULT).unwrap();
+        let mut reader = memory.reader().await.unwrap();
+        let priority = reader.off_thread(|_| rustix::process::getpriority_process(None).unwrap()).await.unwrap();
+        assert_eq!(priority, ours);
     }
 
     /// A WAL that grew past the limit while a reader held its pages is cut back once it starts
