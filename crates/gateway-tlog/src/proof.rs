@@ -20,7 +20,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::checkpoint::{Checkpoint, CheckpointError, parse_size};
-use crate::hash::{Hash, hash_from_base64, hash_to_base64, leaf_hash};
+use crate::hash::{Hash, hash_from_base64, leaf_hash};
 use crate::note::{Note, NoteError};
 use crate::policy::{CheckpointVerifyError, Policy, VerifiedCheckpoint};
 use crate::tree::{VerifyError, verify_inclusion};
@@ -156,7 +156,30 @@ impl TlogProof {
 
     /// The proof text.
     pub fn to_text(&self) -> String {
-        self.to_string()
+        use std::fmt::Write as _;
+        // Written straight into one string: the hashes' base64 without a string each.
+        let signatures = self.note.signatures().len();
+        let mut out = String::with_capacity(
+            64 + 45 * self.inclusion.len()
+                + self.note.text().len()
+                + 128 * signatures
+                + self.extra.as_ref().map_or(0, |e| 8 + e.len() * 4 / 3 + 4),
+        );
+        out.push_str(TLOG_PROOF_HEADER);
+        out.push('\n');
+        if let Some(extra) = &self.extra {
+            out.push_str("extra ");
+            STANDARD.encode_string(extra, &mut out);
+            out.push('\n');
+        }
+        let _ = writeln!(out, "index {}", self.index);
+        for hash in &self.inclusion {
+            STANDARD.encode_string(hash, &mut out);
+            out.push('\n');
+        }
+        out.push('\n');
+        let _ = write!(out, "{}", self.note);
+        out
     }
 
     /// Verifies the proof for `entry` under `policy`: see [`verify`].
@@ -173,16 +196,7 @@ impl TlogProof {
 
 impl fmt::Display for TlogProof {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{TLOG_PROOF_HEADER}")?;
-        if let Some(extra) = &self.extra {
-            writeln!(f, "extra {}", STANDARD.encode(extra))?;
-        }
-        writeln!(f, "index {}", self.index)?;
-        for hash in &self.inclusion {
-            writeln!(f, "{}", hash_to_base64(hash))?;
-        }
-        writeln!(f)?;
-        write!(f, "{}", self.note)
+        f.write_str(&self.to_text())
     }
 }
 

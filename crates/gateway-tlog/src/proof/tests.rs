@@ -1,5 +1,6 @@
 use super::*;
 use crate::cosignature::Cosigner;
+use crate::hash::hash_to_base64;
 use crate::note::Signer;
 use crate::tree::{MemoryTree, inclusion_proof};
 
