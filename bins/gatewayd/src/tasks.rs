@@ -85,6 +85,10 @@ pub(crate) fn spawn_background(
     let ledger = state.ledger.clone();
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(10));
+        // The audit runs at the lowest priority (gateway-store's scans): on saturated cores it
+        // may outlast its period. The next one then waits a whole period, not none, so that the
+        // WAL, which a running audit's snapshot keeps from starting over, gets its turn.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             match ledger.unreconciled_accounts().await {
