@@ -122,7 +122,7 @@ impl Borrowed<'_> {
     /// turns of the kernel's slice (milliseconds), and every request queued on that worker waits
     /// out each turn: measured with `cargo xtask bench --scenario log` (docs/PERFORMANCE.md),
     /// the audit of 35,000 payments took half of the pinned gateway's core for 250 ms every 10 s,
-    /// which alone set the `log/proof` p99. The in-memory database's one connection is every
+    /// and set the `log/proof` p99 of the runs it fell in. The in-memory database's one connection is every
     /// request's too: its scan runs at the ordinary priority, so that a starved scan never holds
     /// it while requests wait.
     pub(crate) async fn off_thread<T: Send + 'static>(

@@ -249,8 +249,8 @@ type Position = (u8, u64);
 type Leaves = (u64, u64);
 
 /// Kept values by coop, then key: a look-up borrows the coop's id rather than copying it. Hashed
-/// with foldhash (seeded per map): a proof makes some twenty look-ups, and SipHash's two passes
-/// each were about 5 % of the pinned gateway's core serving proofs.
+/// with foldhash (seeded per map), cheaper than SipHash for these short keys: a proof makes
+/// some twenty look-ups.
 type Kept<K, V> = HashMap<CoopId, HashMap<K, V, foldhash::fast::RandomState>, foldhash::fast::RandomState>;
 
 /// What a kept value counts against the bound.
