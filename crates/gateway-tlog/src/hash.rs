@@ -41,6 +41,16 @@ pub fn hash_to_base64(hash: &Hash) -> String {
     STANDARD.encode(hash)
 }
 
+/// Appends `hashes` to `out` in standard, padded base64, one a line, as proofs, consistency
+/// proofs and `add-checkpoint` requests list them: without a string per hash.
+pub fn push_hash_lines(hashes: &[Hash], out: &mut String) {
+    out.reserve(45 * hashes.len());
+    for hash in hashes {
+        STANDARD.encode_string(hash, out);
+        out.push('\n');
+    }
+}
+
 /// A hash read from standard, padded base64; `None` unless the text is canonical base64 of
 /// exactly 32 bytes.
 pub fn hash_from_base64(text: &str) -> Option<Hash> {
@@ -67,6 +77,18 @@ mod tests {
         assert_eq!(leaf_hash(b""), h("6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"));
         assert_eq!(leaf_hash(b"L123456"), h("395aa064aa4c29f7010acfe3f25db9485bbd4b91897b6ad7ad547639252b4d56"));
         assert_ne!(empty_root(), leaf_hash(b""));
+    }
+
+    #[test]
+    fn hash_lines_are_each_hashs_base64_after_what_was_there() {
+        let hashes = [leaf_hash(b"a"), leaf_hash(b"b"), empty_root()];
+        let mut out = String::from("old 3\n");
+        push_hash_lines(&hashes, &mut out);
+        let expected: String = hashes.iter().map(|h| format!("{}\n", hash_to_base64(h))).collect();
+        assert_eq!(out, format!("old 3\n{expected}"));
+        let mut none = String::new();
+        push_hash_lines(&[], &mut none);
+        assert_eq!(none, "");
     }
 
     #[test]

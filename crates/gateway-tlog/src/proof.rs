@@ -20,7 +20,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::checkpoint::{Checkpoint, CheckpointError, parse_size};
-use crate::hash::{Hash, hash_from_base64, leaf_hash};
+use crate::hash::{Hash, hash_from_base64, leaf_hash, push_hash_lines};
 use crate::note::{Note, NoteError};
 use crate::policy::{CheckpointVerifyError, Policy, VerifiedCheckpoint};
 use crate::tree::{VerifyError, verify_inclusion};
@@ -157,14 +157,7 @@ impl TlogProof {
     /// The proof text.
     pub fn to_text(&self) -> String {
         use std::fmt::Write as _;
-        // Written straight into one string: the hashes' base64 without a string each.
-        let signatures = self.note.signatures().len();
-        let mut out = String::with_capacity(
-            64 + 45 * self.inclusion.len()
-                + self.note.text().len()
-                + 128 * signatures
-                + self.extra.as_ref().map_or(0, |e| 8 + e.len() * 4 / 3 + 4),
-        );
+        let mut out = String::with_capacity(64 + 45 * self.inclusion.len() + self.note.text().len() + 256);
         out.push_str(TLOG_PROOF_HEADER);
         out.push('\n');
         if let Some(extra) = &self.extra {
@@ -173,10 +166,7 @@ impl TlogProof {
             out.push('\n');
         }
         let _ = writeln!(out, "index {}", self.index);
-        for hash in &self.inclusion {
-            STANDARD.encode_string(hash, &mut out);
-            out.push('\n');
-        }
+        push_hash_lines(&self.inclusion, &mut out);
         out.push('\n');
         let _ = write!(out, "{}", self.note);
         out

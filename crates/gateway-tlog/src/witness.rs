@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use crate::checkpoint::{Checkpoint, parse_size};
 use crate::cosignature::{CosignatureError, Cosigner};
-use crate::hash::{Hash, empty_root, hash_from_base64, hash_to_base64};
+use crate::hash::{Hash, empty_root, hash_from_base64, hash_to_base64, push_hash_lines};
 use crate::note::{Note, NoteError, NoteVerifier, Signature, Verifier};
 use crate::tree::{VerifyError, verify_consistency};
 
@@ -231,10 +231,7 @@ pub fn add_checkpoint_request(old_size: u64, consistency_proof: &[Hash], signed_
     body.push_str("old ");
     body.push_str(&old_size.to_string());
     body.push('\n');
-    for hash in consistency_proof {
-        body.push_str(&hash_to_base64(hash));
-        body.push('\n');
-    }
+    push_hash_lines(consistency_proof, &mut body);
     body.push('\n');
     body.push_str(signed_note);
     body

@@ -715,7 +715,9 @@ impl Log {
                 |reader| consistency_proof(from, to, reader),
             )
             .await?;
-        Ok(hashes.iter().map(|h| format!("{}\n", gateway_tlog::hash::hash_to_base64(h))).collect())
+        let mut lines = String::new();
+        gateway_tlog::hash::push_hash_lines(&hashes, &mut lines);
+        Ok(lines)
     }
 
     /// Checks a coop's whole log against its latest signed checkpoint: every stored entry hashes
