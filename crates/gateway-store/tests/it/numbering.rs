@@ -124,6 +124,51 @@ async fn a_unit_of_works_events_are_numbered_together() {
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (before + 1..=before + 4).collect::<Vec<_>>());
 }
 
+/// Each placeholder asked for gets its event's number, whether the numbering asked gave it or an
+/// earlier one did (the sweep, or another replica's numbering): from the numbering's own result
+/// in the first case (migration 0026), from the coop's events in the second. A placeholder not
+/// asked for (`NULL`) gets none, and every row carries the coop's counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_placeholder_asked_gets_its_events_number() {
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("asked", 2).await;
+    let before = i64::try_from(f.store.current_seq(&coop).await.unwrap()).unwrap();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    let insert = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
+         SELECT 'asked', w.p, w.p, 'Checked', 1800000000, '{}' FROM (SELECT -nextval('event_placeholders') AS p) AS w \
+         RETURNING placeholder";
+    // A unit of work of two events, numbered by the sweep before anyone asks for them.
+    sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
+    let mut earlier = Vec::new();
+    for _ in 0..2 {
+        earlier.push(sqlx::query_scalar::<_, i64>(insert).fetch_one(&mut conn).await.unwrap());
+    }
+    sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
+    let swept: Option<i64> = sqlx::query_scalar("SELECT sweep_waiting('asked')").fetch_one(&mut conn).await.unwrap();
+    // The replica's own sweep may have numbered them a moment before (then this one finds the
+    // numbering lock free and nothing waiting): either way the counter covers both.
+    assert!(swept.is_none_or(|counter| counter == before + 2), "{swept:?}");
+    // Then one more, committed and waiting.
+    let later: i64 = sqlx::query_scalar(insert).fetch_one(&mut conn).await.unwrap();
+    let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT ord, counter, given FROM number_events(ARRAY['asked', 'asked', 'asked', 'asked'], $1) ORDER BY ord",
+    )
+    .bind(vec![Some(earlier[1]), Some(later), None, Some(earlier[0])])
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            (1, before + 3, Some(before + 2)),
+            (2, before + 3, Some(before + 3)),
+            (3, before + 3, None),
+            (4, before + 3, Some(before + 1))
+        ]
+    );
+}
+
 /// The log's opening of a coop from before the log reads the coop's state as of its counter: it
 /// numbers what was committed and waits (then numbers) what is being committed, so no committed
 /// change is in its snapshot without its event under the counter.
