@@ -419,7 +419,7 @@ impl Numberer {
                 batch.iter().map(|(coop, placeholder, _)| (coop.as_str(), *placeholder)).unzip();
             let numbered = tokio::time::timeout(
                 crate::POSTGRES_DEADLINE,
-                sqlx::query_as::<_, (i64, i64, Option<i64>)>(NUMBER_SQL)
+                sqlx::query_as::<_, (Option<i64>, i64, Option<i64>, Option<i64>)>(NUMBER_SQL)
                     .bind(&coops)
                     .bind(&placeholders)
                     .fetch_all(&self.pool),
@@ -441,9 +441,21 @@ impl Numberer {
                 }
             };
             let mut given: Vec<(Option<u64>, u64)> = vec![(None, 0); batch.len()];
-            for (ord, counter, seq) in rows {
-                if let Some(slot) = usize::try_from(ord).ok().and_then(|ord| given.get_mut(ord.wrapping_sub(1))) {
-                    *slot = (seq.map(to_u64), to_u64(counter));
+            // Every event this call numbered, by placeholder (unique among all coops' events).
+            let mut numbered_now = std::collections::HashMap::new();
+            for (ord, counter, placeholder, seq) in rows {
+                match ord {
+                    Some(ord) => {
+                        if let Some(slot) = usize::try_from(ord).ok().and_then(|ord| given.get_mut(ord.wrapping_sub(1)))
+                        {
+                            *slot = (seq.map(to_u64), to_u64(counter));
+                        }
+                    }
+                    None => {
+                        if let (Some(placeholder), Some(seq)) = (placeholder, seq) {
+                            numbered_now.insert(placeholder, to_u64(seq));
+                        }
+                    }
                 }
             }
             let mut announced: Vec<(&gateway_core::CoopId, u64)> = Vec::new();
@@ -459,6 +471,17 @@ impl Numberer {
             }
             for ((_, _, reply), (seq, _)) in batch.into_iter().zip(given) {
                 let _ = reply.send(seq);
+            }
+            // Commits that asked while this call ran, and whose events it numbered (they had
+            // committed when it looked), have their numbers, announced with their coops' counters
+            // above: answered now rather than by another call.
+            if !numbered_now.is_empty() {
+                let mut waiting = self.waiting();
+                for (_, placeholder, reply) in
+                    waiting.commits.extract_if(.., |(_, placeholder, _)| numbered_now.contains_key(placeholder))
+                {
+                    let _ = reply.send(numbered_now.get(&placeholder).copied());
+                }
             }
         }
     }

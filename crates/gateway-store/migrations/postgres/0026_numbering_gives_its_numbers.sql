@@ -1,10 +1,15 @@
 -- The numbering (0023) told each waiting answer its event's number by looking for it afterwards:
 -- for every placeholder asked, a walk down the coop's events from the counter until the event
--- written with it. A numbering of k events asked for k placeholders and read about k²/2 events
--- (measured: 33 of the 50 buffer reads per event at 14 events a numbering, one coop, one
--- replica; docs/PERFORMANCE.md, "`postgres`"). `number_waiting` now returns the numbers it gave
--- with their placeholders, and `number_events` looks for an event only when another numbering
--- (another replica's, or the sweep) numbered it first.
+-- written with it. Most commits of a busy coop are numbered by the numbering that runs when they
+-- commit, and ask the next one, which walked for each of them (measured at one coop, one
+-- replica: 14 events a numbering, 351 of its 854 buffer reads on those walks; docs/PERFORMANCE.md,
+-- "`postgres`"). Now:
+--
+-- - `number_waiting` returns the numbers it gave with their placeholders;
+-- - `number_events` answers each asked placeholder from them, walking the events only for one
+--   another numbering (the sweep, another replica's) numbered first, and returns every number it
+--   gave as well (rows without `ord`), so that the replica answers the commits that asked while
+--   it ran, and were numbered by it, without another call.
 --
 -- The numbering's update finds each waiting event by its row's address (`ctid`), read in the
 -- same statement, rather than by joining on the coop's primary key: with the table's statistics
@@ -61,10 +66,16 @@ BEGIN
 END
 $$;
 
--- As in 0023; an asked placeholder the numbering just gave a number is answered from its
--- result, and only one numbered before (by another numbering) is looked for among the events.
-CREATE OR REPLACE FUNCTION number_events(p_coops TEXT[], p_placeholders BIGINT[])
-RETURNS TABLE (ord BIGINT, counter BIGINT, given BIGINT)
+DROP FUNCTION number_events(TEXT[], BIGINT[]);
+
+-- Numbers the waiting events of each coop named in `p_coops`, taking their numbering locks in
+-- the order of their ids (so that two calls never wait for each other in a cycle), one
+-- transaction for them all. One row per element of the arrays, by its position `ord`: the
+-- coop's counter, and the number the event of `p_coops[ord]` written with `p_placeholders[ord]`
+-- got (NULL where none was asked or it is not found); then one row per event this call numbered
+-- (`ord` NULL): its coop's counter, its placeholder and its number.
+CREATE FUNCTION number_events(p_coops TEXT[], p_placeholders BIGINT[])
+RETURNS TABLE (ord BIGINT, counter BIGINT, placeholder BIGINT, given BIGINT)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     c TEXT;
@@ -77,7 +88,7 @@ BEGIN
         PERFORM pg_advisory_xact_lock(coop_lock_key('numbering', c));
         numbered := number_waiting(c);
         RETURN QUERY
-        SELECT u.ord, numbered.counter, COALESCE(g.given, f.seq)
+        SELECT u.ord, numbered.counter, u.placeholder, COALESCE(g.given, f.seq)
         FROM unnest(p_coops, p_placeholders) WITH ORDINALITY AS u(coop, placeholder, ord)
         LEFT JOIN unnest(numbered.placeholders, numbered.givens) AS g(placeholder, given)
             ON g.placeholder = u.placeholder
@@ -89,6 +100,9 @@ BEGIN
             ORDER BY e.seq DESC LIMIT 1
         ) f ON true
         WHERE u.coop = c;
+        RETURN QUERY
+        SELECT NULL::BIGINT, numbered.counter, g.placeholder, g.given
+        FROM unnest(numbered.placeholders, numbered.givens) AS g(placeholder, given);
     END LOOP;
 END
 $$;

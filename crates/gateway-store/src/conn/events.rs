@@ -54,9 +54,10 @@ const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, placeholder, event_ty
     pg_advisory_xact_lock_shared(coop_lock_key('writers', $1))) AS w RETURNING seq";
 
 /// Numbers the committed events still waiting for their number of the coops `$1`: for each
-/// element of `$1` and `$2` by position (from 1), the coop's counter after, and the number the
-/// event written with that placeholder got.
-pub(crate) const NUMBER_SQL: &str = "SELECT ord, counter, given FROM number_events($1, $2)";
+/// element of `$1` and `$2` by position `ord` (from 1), the coop's counter after, and the number
+/// the event written with that placeholder got; then, `ord` NULL, each event this call numbered:
+/// its coop's counter, its placeholder and its number (migration 0026).
+pub(crate) const NUMBER_SQL: &str = "SELECT ord, counter, placeholder, given FROM number_events($1, $2)";
 
 #[async_trait]
 impl EventTx for Conn<'_> {

@@ -106,11 +106,12 @@ async fn a_unit_of_works_events_are_numbered_together() {
         let url = url.clone();
         tokio::spawn(async move {
             let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
-            let (counter,): (i64,) =
-                sqlx::query_as("SELECT counter FROM number_events(ARRAY['together'], ARRAY[NULL::bigint])")
-                    .fetch_one(&mut conn)
-                    .await
-                    .unwrap();
+            let (counter,): (i64,) = sqlx::query_as(
+                "SELECT counter FROM number_events(ARRAY['together'], ARRAY[NULL::bigint]) WHERE ord = 1",
+            )
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
             counter
         })
     };
@@ -126,15 +127,17 @@ async fn a_unit_of_works_events_are_numbered_together() {
 
 /// Each placeholder asked for gets its event's number, whether the numbering asked gave it or an
 /// earlier one did (the sweep, or another replica's numbering): from the numbering's own result
-/// in the first case (migration 0026), from the coop's events in the second. A placeholder not
-/// asked for (`NULL`) gets none, and every row carries the coop's counter.
+/// in the first case, from the coop's events in the second. A placeholder not asked for (`NULL`)
+/// gets none, every row carries the coop's counter, and the rows without `ord` are the events
+/// this numbering gave a number, each with its placeholder (migration 0026).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_placeholder_asked_gets_its_events_number() {
     let Some(f) = Fixture::open(Backend::Postgres).await else { return };
     let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
     let coop = f.coop("asked", 2).await;
     let before = i64::try_from(f.store.current_seq(&coop).await.unwrap()).unwrap();
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    let connect = || async { <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap() };
+    let (mut conn, mut lock) = (connect().await, connect().await);
     let insert = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
          SELECT 'asked', w.p, w.p, 'Checked', 1800000000, '{}' FROM (SELECT -nextval('event_placeholders') AS p) AS w \
          RETURNING placeholder";
@@ -146,27 +149,119 @@ async fn each_placeholder_asked_gets_its_events_number() {
     }
     sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
     let swept: Option<i64> = sqlx::query_scalar("SELECT sweep_waiting('asked')").fetch_one(&mut conn).await.unwrap();
-    // The replica's own sweep may have numbered them a moment before (then this one finds the
-    // numbering lock free and nothing waiting): either way the counter covers both.
+    // The replica's own sweep may have numbered them a moment before (then this one finds
+    // nothing waiting, or the numbering lock taken): either way the counter covers both.
     assert!(swept.is_none_or(|counter| counter == before + 2), "{swept:?}");
-    // Then one more, committed and waiting.
+    // Then one more, committed while the coop's numbering lock is held (so that no sweep takes
+    // it first), numbered by the call asked once the lock is free.
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'asked'))").execute(&mut lock).await.unwrap();
     let later: i64 = sqlx::query_scalar(insert).fetch_one(&mut conn).await.unwrap();
-    let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT ord, counter, given FROM number_events(ARRAY['asked', 'asked', 'asked', 'asked'], $1) ORDER BY ord",
-    )
-    .bind(vec![Some(earlier[1]), Some(later), None, Some(earlier[0])])
-    .fetch_all(&mut conn)
-    .await
-    .unwrap();
+    let asked = tokio::spawn({
+        let earlier = earlier.clone();
+        async move {
+            sqlx::query_as::<_, (Option<i64>, i64, Option<i64>, Option<i64>)>(
+                "SELECT ord, counter, placeholder, given \
+             FROM number_events(ARRAY['asked', 'asked', 'asked', 'asked'], $1) ORDER BY ord NULLS LAST",
+            )
+            .bind(vec![Some(earlier[1]), Some(later), None, Some(earlier[0])])
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    let n = before + 3;
     assert_eq!(
-        rows,
+        asked.await.unwrap(),
         [
-            (1, before + 3, Some(before + 2)),
-            (2, before + 3, Some(before + 3)),
-            (3, before + 3, None),
-            (4, before + 3, Some(before + 1))
+            (Some(1), n, Some(earlier[1]), Some(before + 2)),
+            (Some(2), n, Some(later), Some(n)),
+            (Some(3), n, None, None),
+            (Some(4), n, Some(earlier[0]), Some(before + 1)),
+            (None, n, Some(later), Some(n)),
         ]
     );
+}
+
+/// A commit that asks for its number while the replica's numbering runs, and whose event that
+/// numbering numbers (it had committed when the numbering looked), gets its number from that
+/// numbering's result, without waiting for another: here the next numbering could not start
+/// (another session holds the coop's numbering lock next), and the answer comes all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_numbered_by_the_running_numbering_is_answered_from_it() {
+    use gateway_domain::ledger::PaymentRequest;
+    use gateway_domain::ports::appended;
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("running", 3).await;
+    let before = f.store.current_seq(&coop).await.unwrap();
+    let pay = |from: u32| PaymentRequest {
+        from: crate::support::did(from).to_string(),
+        to: crate::support::did(0).to_string(),
+        amount: gateway_core::Amount::from_units(2),
+        currency: None,
+        memo: None,
+        request_signature: None,
+    };
+    let connect = || async { <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap() };
+    let (mut first_holder, mut next_holder, mut watch) = (connect().await, connect().await, connect().await);
+    let lock = "SELECT pg_advisory_xact_lock(coop_lock_key('numbering', 'running'))";
+    sqlx::query("BEGIN").execute(&mut first_holder).await.unwrap();
+    sqlx::query(lock).execute(&mut first_holder).await.unwrap();
+    let waiting_for_lock = |n: i64| {
+        format!(
+            "SELECT COUNT(*) >= {n} FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+    };
+    // The first payment commits; the replica's numbering of it waits for the lock.
+    let first = tokio::spawn({
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        async move { appended::track(ledger.pay(&coop, pay(1), None)).await }
+    });
+    until(&mut watch, waiting_for_lock(1), "the numbering waits for the coop's numbering lock").await;
+    // The second commits meanwhile and asks: it waits for the running numbering to end.
+    let second = tokio::spawn({
+        let (ledger, coop) = (f.ledger.clone(), coop.clone());
+        async move { appended::track(ledger.pay(&coop, pay(2), None)).await }
+    });
+    until(
+        &mut watch,
+        "SELECT COUNT(*) = 2 FROM events WHERE coop_id = 'running' AND seq < 0".to_owned(),
+        "both payments commit",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another session queues for the lock behind the numbering: it holds it next.
+    let next = tokio::spawn(async move {
+        sqlx::query("BEGIN").execute(&mut next_holder).await.unwrap();
+        sqlx::query(lock).execute(&mut next_holder).await.unwrap();
+        next_holder
+    });
+    until(&mut watch, waiting_for_lock(2), "the other session waits for the lock too").await;
+    sqlx::query("COMMIT").execute(&mut first_holder).await.unwrap();
+    let (first, first_seq) = tokio::time::timeout(Duration::from_secs(5), first).await.unwrap().unwrap();
+    let (second, second_seq) = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("answered from the running numbering, while the next one could not start")
+        .unwrap();
+    first.unwrap();
+    second.unwrap();
+    assert_eq!((first_seq, second_seq), (Some(before + 1), Some(before + 2)));
+    let mut next_holder = next.await.unwrap();
+    sqlx::query("COMMIT").execute(&mut next_holder).await.unwrap();
+}
+
+/// Waits (up to 5 s, else fails with `what`) until `sql`, a query of one boolean, is true.
+async fn until(conn: &mut sqlx::PgConnection, sql: String, what: &str) {
+    let wait = async {
+        while !sqlx::query_scalar::<_, bool>(&sql).fetch_one(&mut *conn).await.unwrap() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait).await.expect(what);
 }
 
 /// The log's opening of a coop from before the log reads the coop's state as of its counter: it
