@@ -124,10 +124,9 @@ async fn pinned_workers_with_a_short_slice_serve() {
     let gateway = start(dir.path(), &["--workers", "2", "--pin-workers", "true", "--worker-slice-us", "300"]);
     let (status, _) = json_request(&gateway.api, "GET", "/v1/health", None, None).await;
     assert_eq!(status, 200);
-    let sliced: Vec<_> = threads_of(gateway.child.id())
+    let (sliced, others): (Vec<_>, Vec<_>) = threads_of(gateway.child.id())
         .into_iter()
-        .filter(|(_, _, slice)| *slice == Some(Duration::from_micros(300)))
-        .collect();
+        .partition(|(_, _, slice)| *slice == Some(Duration::from_micros(300)));
     assert_eq!(sliced.len(), 2, "two threads with the 300 µs slice: {sliced:?}");
     let mut cpus: Vec<&str> = sliced.iter().map(|(_, cpus, _)| cpus.as_str()).collect();
     cpus.sort_unstable();
@@ -136,6 +135,11 @@ async fn pinned_workers_with_a_short_slice_serve() {
     let allowed = gatewayd::workers::allowed_cpus().unwrap().len();
     assert_eq!(cpus.len(), allowed.min(2), "each worker on a CPU of its own: {sliced:?}");
     assert!(cpus.iter().all(|list| list.parse::<usize>().is_ok()), "one CPU each: {sliced:?}");
+    // Every other thread (the main one, the store's, blocking ones, a scan's while it runs) may
+    // run on every CPU the gateway may: none keeps a worker's.
+    let own = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let all = own.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
+    assert!(others.iter().all(|(_, cpus, _)| cpus == all), "the other threads on CPUs {all}: {others:?}");
     let logs = gateway.logs.lock().unwrap().join("\n");
     assert!(
         logs.contains("runtime started workers=2 pinned_cpus=[")

@@ -133,14 +133,18 @@ impl Borrowed<'_> {
             Borrowed::Listed(_, slot) => {
                 let mut db = slot.take().expect("held until dropped");
                 let (sender, answer) = tokio::sync::oneshot::channel();
-                std::thread::Builder::new()
-                    .name("store-scan".into())
-                    .spawn(move || {
-                        lower_priority();
-                        let (out, _) = yielding(&mut db, BACKGROUND_QUANTUM, work);
-                        // The read's future may have been dropped: the connection closes then.
-                        let _ = sender.send((db, out));
-                    })
+                let scan = move || {
+                    lower_priority();
+                    let (out, _) = yielding(&mut db, BACKGROUND_QUANTUM, work);
+                    // The read's future may have been dropped: the connection closes then.
+                    let _ = sender.send((db, out));
+                };
+                // A thread starts with the CPUs and the slice of the thread that starts it: one
+                // started here, on an async worker, would keep a pinned worker's core and its
+                // short slice (`gatewayd --pin-workers`). A blocking thread has the process's.
+                tokio::task::spawn_blocking(move || std::thread::Builder::new().name("store-scan".into()).spawn(scan))
+                    .await
+                    .map_err(|e| Error::Internal(format!("starting a scan's thread failed: {e}")))?
                     .map_err(|e| Error::ServiceUnavailable(format!("cannot start a scan's thread: {e}")))?;
                 let (db, out) = answer
                     .await
