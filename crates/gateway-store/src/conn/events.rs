@@ -121,8 +121,9 @@ impl Conn<'_> {
         pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
         let mut coops: Vec<(CoopId, i64)> = Vec::new();
         for event in pending {
+            // The first carries the unit of work's held writes (`Conn::defer`).
             let placeholder: i64 = self
-                .fetch_one(
+                .fetch_one_with_deferred(
                     APPEND_PG,
                     args![event.coop.as_str(), event.event_type.as_str(), event.timestamp, event.data.as_str()],
                 )
@@ -135,6 +136,7 @@ impl Conn<'_> {
         if let Some((_, last)) = coops.last() {
             self.number_answer_with(*last).await?;
         }
+        self.flush_deferred().await?;
         Ok(coops)
     }
 }

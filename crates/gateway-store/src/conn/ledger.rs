@@ -256,7 +256,7 @@ impl LedgerTx for Conn<'_> {
             args.extend([Arg::from(*account), Arg::from(currency.as_str()), Arg::from(delta.micros())]);
             self.touched.push(Touched::Balance(coop.clone(), (*account).to_owned()));
         }
-        self.execute(&sql, &args).await.map(|_| ())
+        self.defer("balances", sql, &args).await
     }
 
     async fn add_to_balance(
@@ -290,8 +290,9 @@ impl LedgerTx for Conn<'_> {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
             )
         });
-        self.execute(
-            &sql,
+        self.defer(
+            "transactions",
+            sql,
             args![
                 &r.id,
                 r.coop_id.as_str(),
@@ -312,7 +313,6 @@ impl LedgerTx for Conn<'_> {
             ],
         )
         .await
-        .map(|_| ())
     }
 
     async fn idempotency_get(&mut self, key: &str, not_before: u64) -> Result<Option<IdempotencyRecord>, Error> {

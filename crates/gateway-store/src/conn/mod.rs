@@ -39,6 +39,9 @@ pub(crate) struct Conn<'a> {
     /// just before the commit and numbered after it (see
     /// [`gateway_domain::ports::EventTx::append_event`]).
     pub(crate) pending_events: Vec<events::PendingEvent>,
+    /// PostgreSQL: writes whose answer the unit of work does not need ([`Conn::defer`]), sent
+    /// together with its next statement.
+    deferred: Vec<Deferred>,
     /// The balances and coop rows its statements changed, for the balance read model.
     pub(crate) touched: Vec<crate::view::Touched>,
     /// The keys of the signed bodies this unit of work wrote to `signed_bodies`: a signed
@@ -55,20 +58,29 @@ pub(crate) struct Conn<'a> {
     pub(crate) replayed_waiting: Option<String>,
 }
 
+/// A write of a unit of work on PostgreSQL, held until its next statement ([`Conn::defer`]).
+#[derive(Debug)]
+struct Deferred {
+    /// The table it writes: a statement holds at most one write of each table.
+    table: &'static str,
+    sql: std::sync::Arc<str>,
+    args: Vec<Arg<'static>>,
+}
+
 /// One statement parameter, bound alike on both backends.
 #[derive(Debug, Clone)]
 pub(crate) enum Arg<'q> {
     Int(Option<i64>),
     Real(f64),
     Text(Option<Cow<'q, str>>),
-    Blob(&'q [u8]),
+    Blob(Cow<'q, [u8]>),
     /// A `text[]` (PostgreSQL only: SQLite has no arrays).
     Texts(Vec<&'q str>),
 }
 
 impl<'q> From<&'q [u8]> for Arg<'q> {
     fn from(value: &'q [u8]) -> Self {
-        Arg::Blob(value)
+        Arg::Blob(Cow::Borrowed(value))
     }
 }
 
@@ -114,6 +126,20 @@ impl From<Option<String>> for Arg<'_> {
     }
 }
 
+impl Arg<'_> {
+    /// The same parameter owning its value, to be bound later ([`Conn::defer`]); `None` for a
+    /// list of texts, which borrows its elements.
+    fn to_static(&self) -> Option<Arg<'static>> {
+        Some(match self {
+            Arg::Int(v) => Arg::Int(*v),
+            Arg::Real(v) => Arg::Real(*v),
+            Arg::Text(v) => Arg::Text(v.as_deref().map(|t| Cow::Owned(t.to_owned()))),
+            Arg::Blob(v) => Arg::Blob(Cow::Owned(v.to_vec())),
+            Arg::Texts(_) => return None,
+        })
+    }
+}
+
 impl rusqlite::ToSql for Arg<'_> {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         use rusqlite::types::{ToSqlOutput, Value as Sql, ValueRef};
@@ -121,7 +147,7 @@ impl rusqlite::ToSql for Arg<'_> {
             Arg::Int(Some(v)) => ToSqlOutput::Owned(Sql::Integer(*v)),
             Arg::Real(v) => ToSqlOutput::Owned(Sql::Real(*v)),
             Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
-            Arg::Blob(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v)),
+            Arg::Blob(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v.as_ref())),
             Arg::Int(None) | Arg::Text(None) => ToSqlOutput::Owned(Sql::Null),
             Arg::Texts(_) => {
                 return Err(rusqlite::Error::ToSqlConversionFailure("SQLite has no array parameters".into()));
@@ -147,7 +173,7 @@ fn bind_pg<'q>(
             Arg::Int(v) => query.bind(*v),
             Arg::Real(v) => query.bind(*v),
             Arg::Text(v) => query.bind(v.as_deref()),
-            Arg::Blob(v) => query.bind(*v),
+            Arg::Blob(v) => query.bind(v.as_ref()),
             Arg::Texts(v) => query.bind(v.as_slice()),
         };
     }
@@ -236,6 +262,28 @@ pub(crate) fn sqlite_error(err: rusqlite::Error) -> Error {
 /// inside a word (`a$1` is an identifier in both dialects). Every other `$` is left as it is,
 /// and a statement without parameters is returned as it is, unallocated.
 fn numbered(sql: &str) -> Cow<'_, str> {
+    rewrite_parameters(sql, |out, digits| {
+        out.push('?');
+        out.push_str(digits);
+    })
+}
+
+/// The statement with each of its parameters `$n` (each `$1` and `$2` of the PostgreSQL
+/// dialect) `$(n + by)`: a statement's text to run after `by` parameters of another, within one
+/// statement ([`Conn::flush_deferred`]). Parameters are found as [`numbered`] finds them.
+fn shifted(sql: &str, by: usize) -> Cow<'_, str> {
+    rewrite_parameters(sql, |out, digits| {
+        use std::fmt::Write as _;
+        // Digits only, and fewer than a statement's 65,535 parameters' worth of them.
+        let n: usize = digits.parse().unwrap_or(usize::MAX - by);
+        let _ = write!(out, "${}", n + by);
+    })
+}
+
+/// `sql` with each parameter (a `$` and the digits after it, where [`numbered`] says) replaced
+/// by what `write` writes for its digits; every other byte is kept. A statement without
+/// parameters is returned as it is, unallocated.
+fn rewrite_parameters<'s>(sql: &'s str, write: impl Fn(&mut String, &str)) -> Cow<'s, str> {
     /// Where the byte being read is.
     #[derive(Clone, Copy)]
     enum In {
@@ -274,10 +322,12 @@ fn numbered(sql: &str) -> Cow<'_, str> {
                 b'$' if next.is_some_and(|b| b.is_ascii_digit())
                     && !i.checked_sub(1).and_then(|p| bytes.get(p)).is_some_and(|&b| is_word_byte(b)) =>
                 {
-                    let out = rewritten.get_or_insert_with(|| String::with_capacity(sql.len()));
+                    let end = (i + 1..bytes.len()).find(|&j| !bytes[j].is_ascii_digit()).unwrap_or(bytes.len());
+                    let out = rewritten.get_or_insert_with(|| String::with_capacity(sql.len() + 8));
                     out.push_str(&sql[copied..i]);
-                    out.push('?');
-                    copied = i + 1;
+                    write(out, &sql[i + 1..end]);
+                    copied = end;
+                    i = end - 1;
                 }
                 _ => {}
             },
@@ -362,6 +412,7 @@ impl<'a> Conn<'a> {
             db,
             appended: Vec::new(),
             pending_events: Vec::new(),
+            deferred: Vec::new(),
             touched: Vec::new(),
             bodies_kept: Vec::new(),
             pending_answer: None,
@@ -381,8 +432,86 @@ impl<'a> Conn<'a> {
         if self.is_sqlite() { "" } else { " FOR UPDATE" }
     }
 
+    /// Runs a write whose answer (the rows it changed) the unit of work does not need, an
+    /// `INSERT` into `table`. SQLite runs it at once. PostgreSQL holds it until the unit of
+    /// work's next statement, which carries it (see [`Conn::flush_deferred`]): the writes a
+    /// payment makes after its checks (balances, transaction, payee's notification, event)
+    /// reach the server as one statement, not one round trip each. The statement after it,
+    /// whatever it is, therefore sees it, and a write that fails fails that statement and the
+    /// unit of work. Two writes of the same table are never sent as one statement (within one,
+    /// a second change of a row the first changed would be refused or lost): the first is sent
+    /// before the second is held.
+    pub(crate) async fn defer(
+        &mut self,
+        table: &'static str,
+        sql: std::sync::Arc<str>,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        let owned: Option<Vec<Arg<'static>>> = args.iter().map(Arg::to_static).collect();
+        let Some(args) = owned.filter(|_| !self.is_sqlite()) else {
+            return self.execute(&sql, args).await.map(|_| ());
+        };
+        if self.deferred.iter().any(|d| d.table == table) {
+            self.flush_deferred().await?;
+        }
+        self.deferred.push(Deferred { table, sql, args });
+        Ok(())
+    }
+
+    /// Sends the held writes ([`Conn::defer`]) as one statement: each in a `WITH` clause of its
+    /// own (PostgreSQL runs every data-modifying `WITH` clause once, whether or not the query
+    /// reads it), before `then`, the statement whose rows are returned; with no `then`, the
+    /// last write is that statement. Returns `then`'s rows.
+    async fn send_with_deferred(&mut self, then: Option<(&str, &[Arg<'_>])>) -> Result<Vec<PgRow>, Error> {
+        let deferred = std::mem::take(&mut self.deferred);
+        let Db::Postgres(c) = &mut self.db else {
+            return Err(Error::Internal("writes were held on SQLite".into()));
+        };
+        let (main, main_args): (Cow<'_, str>, &[Arg<'_>]) = match then {
+            Some((sql, args)) => (Cow::Borrowed(sql), args),
+            None => match deferred.last() {
+                Some(last) if deferred.len() == 1 => (Cow::Borrowed(&*last.sql), &last.args),
+                _ => (Cow::Borrowed("SELECT 1"), &[]),
+            },
+        };
+        let clauses = if then.is_none() && deferred.len() == 1 { &deferred[..0] } else { &deferred[..] };
+        let mut sql = String::new();
+        let mut args: Vec<Arg<'_>> = main_args.to_vec();
+        for (i, write) in clauses.iter().enumerate() {
+            sql.push_str(if i == 0 { "WITH " } else { ", " });
+            use std::fmt::Write as _;
+            let _ = write!(sql, "held{i} AS ({})", shifted(&write.sql, args.len()));
+            args.extend(write.args.iter().cloned());
+        }
+        if !sql.is_empty() {
+            sql.push(' ');
+        }
+        sql.push_str(&main);
+        bind_pg(sqlx::query(&sql), &args).fetch_all(&mut **c).await.map_err(db_error)
+    }
+
+    /// Sends the held writes, if any ([`Conn::defer`]).
+    pub(crate) async fn flush_deferred(&mut self) -> Result<(), Error> {
+        if !self.deferred.is_empty() {
+            self.send_with_deferred(None).await?;
+        }
+        Ok(())
+    }
+
+    /// The first row of a query that always returns one, sent with the held writes
+    /// ([`Conn::defer`]).
+    pub(crate) async fn fetch_one_with_deferred<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<R, Error> {
+        if self.deferred.is_empty() {
+            return self.fetch_one(sql, args).await;
+        }
+        let rows = self.send_with_deferred(Some((sql, args))).await?;
+        let row = rows.first().ok_or_else(|| Error::Internal(format!("the store returned no row for: {sql}")))?;
+        R::from_pg(row).map_err(db_error)
+    }
+
     /// Runs a statement; returns the number of rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, Error> {
+        self.flush_deferred().await?;
         match &mut self.db {
             Db::Sqlite(c) => with_numbered(sql, |sql| {
                 c.prepare_cached(sql).and_then(|mut statement| statement.execute(rusqlite::params_from_iter(args)))
@@ -397,6 +526,7 @@ impl<'a> Conn<'a> {
 
     /// Every row a query returns.
     pub(crate) async fn fetch_all<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<R>, Error> {
+        self.flush_deferred().await?;
         match &mut self.db {
             Db::Sqlite(c) => with_numbered(sql, |sql| {
                 let mut statement = c.prepare_cached(sql)?;
@@ -413,6 +543,7 @@ impl<'a> Conn<'a> {
 
     /// The first row a query returns, if any.
     pub(crate) async fn fetch_optional<R: Row>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<R>, Error> {
+        self.flush_deferred().await?;
         match &mut self.db {
             Db::Sqlite(c) => with_numbered(sql, |sql| {
                 c.prepare_cached(sql).and_then(|mut statement| {
@@ -616,7 +747,7 @@ mod tests {
     use std::borrow::Cow;
     use std::cell::Cell;
 
-    use super::{NUMBERED, NUMBERED_TEXTS, numbered, shaped, with_numbered};
+    use super::{NUMBERED, NUMBERED_TEXTS, numbered, shaped, shifted, with_numbered};
 
     /// A shaped text is built once per site and shape on a thread, and a list longer than the
     /// kept ones is built every time.
@@ -676,6 +807,20 @@ mod tests {
     fn multi_digit_and_repeated_parameters() {
         assert_eq!(rewrite("x IN ($10, $2, $10, $123)"), ("x IN (?10, ?2, ?10, ?123)".into(), true));
         assert_eq!(rewrite("(delegator = $2 OR delegate = $2)"), ("(delegator = ?2 OR delegate = ?2)".into(), true));
+    }
+
+    #[test]
+    fn shifted_parameters_follow_another_statements() {
+        assert_eq!(
+            shifted("INSERT INTO t VALUES ($1, $2, $10), ($1, $12)", 4),
+            "INSERT INTO t VALUES ($5, $6, $14), ($5, $16)"
+        );
+        assert_eq!(
+            shifted("SELECT '$1', \"a$1\", b$1, $ 1 -- $1\n, $3", 2),
+            "SELECT '$1', \"a$1\", b$1, $ 1 -- $1\n, $5"
+        );
+        assert!(matches!(shifted("SELECT 1", 3), Cow::Borrowed("SELECT 1")));
+        assert_eq!(shifted("$1", 0), "$1");
     }
 
     #[test]

@@ -51,8 +51,9 @@ impl NotificationTx for Conn<'_> {
             )
         });
         let data = n.data.to_string();
-        self.execute(
-            &sql,
+        self.defer(
+            "notifications",
+            sql,
             args![
                 &n.id,
                 n.recipient.as_str(),
@@ -66,7 +67,6 @@ impl NotificationTx for Conn<'_> {
             ],
         )
         .await
-        .map(|_| ())
     }
 
     async fn insert_notification_fanout(&mut self, f: &NotificationFanout) -> Result<(), Error> {

@@ -1262,6 +1262,88 @@ async fn kept_totals_equal_the_rows_they_count(backend: Backend) {
     }
 }
 
+/// A unit of work's writes are seen by its own later statements and count in its commit, and any
+/// of them that fails fails the unit of work, which then leaves nothing: on PostgreSQL the writes
+/// whose answer the work does not need travel with its next statement (`Conn::defer`), so a write
+/// can fail after the call that made it returned. Two changes of one balance row in a row both
+/// count (sent in one statement, the second would be refused or lost).
+async fn a_unit_of_work_sees_its_writes_and_fails_with_any_of_them(backend: Backend) {
+    use gateway_domain::ports::{NotificationRecord, TransactionKind, TransactionRecord};
+
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 2).await;
+    let (a, b) = (did(0).to_string(), did(1).to_string());
+    let record = |id: &str| TransactionRecord {
+        id: id.into(),
+        coop_id: coop.clone(),
+        kind: TransactionKind::Payment,
+        from: a.clone(),
+        to: b.clone(),
+        amount: units(5),
+        currency: hours(),
+        memo: None,
+        timestamp: 1_800_000_000,
+        conversion: None,
+        request_signature: None,
+        batch_id: None,
+    };
+    let note = |id: &str| NotificationRecord {
+        id: id.into(),
+        recipient: did(1),
+        coop_id: coop.clone(),
+        kind: "PaymentReceived".into(),
+        title: "Payment received".into(),
+        body: "paid".into(),
+        data: gateway_core::JsonText::of(&serde_json::json!({ "id": id })).unwrap(),
+        created_at: 1_800_000_000,
+        read_at: None,
+    };
+    let notes_before =
+        f.store.notifications(&did(1), &coop, false, PageRequest { limit: 1, offset: 0 }).await.unwrap().1;
+
+    let (c, first, n1, twice) = (coop.clone(), record("t-first"), note("n-first"), (a.clone(), b.clone()));
+    let seen = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let (a, b) = (&twice.0, &twice.1);
+            tx.apply_deltas(&c, &[(a, &hours(), units(-5)), (b, &hours(), units(5))]).await?;
+            tx.apply_deltas(&c, &[(a, &hours(), units(-2)), (b, &hours(), units(2))]).await?;
+            tx.insert_transaction(&first).await?;
+            tx.insert_notification(&n1).await?;
+            tx.lock_balances(&c, &[(a.clone(), hours()), (b.clone(), hours())]).await
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, vec![units(-7), units(7)], "the unit of work reads both of its changes");
+    assert_eq!((balance(&f, &coop, 0).await, balance(&f, &coop, 1).await), (units(-7), units(7)));
+    let page = PageRequest { limit: 10, offset: 0 };
+    let (rows, total) =
+        f.store.history(&HistoryQuery { coop: coop.clone(), account: None, currency: None, page }).await.unwrap();
+    assert_eq!((rows.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), total), (vec!["t-first"], 1));
+    let (notes, total, _) = f.store.notifications(&did(1), &coop, false, page).await.unwrap();
+    assert_eq!(total, notes_before + 1);
+    assert!(notes.iter().any(|n| n.id == "n-first"), "the notification was written");
+
+    // A transaction id already taken: the unit of work fails, whatever it did after, and none
+    // of its writes remain.
+    let (c, again, n2, pair) = (coop.clone(), record("t-first"), note("n-second"), (a.clone(), b.clone()));
+    let failed = transaction(f.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let (a, b) = (&pair.0, &pair.1);
+            tx.apply_deltas(&c, &[(a, &hours(), units(-1)), (b, &hours(), units(1))]).await?;
+            tx.insert_transaction(&again).await?;
+            tx.insert_notification(&n2).await?;
+            Ok(())
+        })
+    })
+    .await;
+    assert!(matches!(failed, Err(Error::Conflict { .. })), "{failed:?}");
+    assert_eq!((balance(&f, &coop, 0).await, balance(&f, &coop, 1).await), (units(-7), units(7)), "no change stays");
+    let (notes, total, _) = f.store.notifications(&did(1), &coop, false, page).await.unwrap();
+    assert_eq!(total, notes_before + 1);
+    assert!(!notes.iter().any(|n| n.id == "n-second"), "nor its notification");
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -1298,4 +1380,5 @@ conformance!(
     every_record_reads_back_as_written,
     a_signed_batch_keeps_its_body_once,
     kept_totals_equal_the_rows_they_count,
+    a_unit_of_work_sees_its_writes_and_fails_with_any_of_them,
 );
