@@ -268,15 +268,22 @@ fn numbered(sql: &str) -> Cow<'_, str> {
     })
 }
 
-/// The statement with each of its parameters `$n` (each `$1` and `$2` of the PostgreSQL
-/// dialect) `$(n + by)`: a statement's text to run after `by` parameters of another, within one
-/// statement ([`Conn::flush_deferred`]). Parameters are found as [`numbered`] finds them.
+/// The statement with each parameter `$n` renumbered `$(n + by)`: its text to run after `by`
+/// parameters of another, within one statement ([`Conn::flush_deferred`]). Parameters are found
+/// as [`numbered`] finds them; digits too many to be a number are kept as they are (PostgreSQL
+/// refuses them either way).
 fn shifted(sql: &str, by: usize) -> Cow<'_, str> {
     rewrite_parameters(sql, |out, digits| {
         use std::fmt::Write as _;
-        // Digits only, and fewer than a statement's 65,535 parameters' worth of them.
-        let n: usize = digits.parse().unwrap_or(usize::MAX - by);
-        let _ = write!(out, "${}", n + by);
+        match digits.parse::<usize>() {
+            Ok(n) => {
+                let _ = write!(out, "${}", n.saturating_add(by));
+            }
+            Err(_) => {
+                out.push('$');
+                out.push_str(digits);
+            }
+        }
     })
 }
 
