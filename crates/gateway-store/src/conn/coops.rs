@@ -107,10 +107,12 @@ impl CoopTx for Conn<'_> {
         const CHUNK: usize = 10_000;
         /// Most DIDs looked up one by one.
         const ONE_BY_ONE: usize = 8;
-        let mut members = Vec::with_capacity(dids.len());
         let mut distinct: Vec<&Did> = dids.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
+        if distinct.is_empty() {
+            return Ok(Vec::new());
+        }
         if distinct.len() <= ONE_BY_ONE {
             // A few DIDs (a payment's two), each its own lookup of the primary key: a plan that
             // any statistics give. With `did IN (…)`, PostgreSQL's plan for the statement
@@ -131,10 +133,10 @@ impl CoopTx for Conn<'_> {
             });
             let mut args = vec![Arg::from(coop.as_str())];
             args.extend(distinct.iter().map(|did| Arg::from(did.as_str())));
-            let rows: Vec<MemberRow> =
-                if distinct.is_empty() { Vec::new() } else { self.fetch_all(&sql, &args).await? };
+            let rows: Vec<MemberRow> = self.fetch_all(&sql, &args).await?;
             return rows.into_iter().map(member_from_row).collect();
         }
+        let mut members = Vec::with_capacity(distinct.len());
         for chunk in distinct.chunks(CHUNK) {
             let sql = super::shaped("members_among", chunk.len(), || {
                 let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();

@@ -468,32 +468,29 @@ impl<'a> Conn<'a> {
     /// Sends the held writes ([`Conn::defer`]) as one statement: each in a `WITH` clause of its
     /// own (PostgreSQL runs every data-modifying `WITH` clause once, whether or not the query
     /// reads it), before `then`, the statement whose rows are returned; with no `then`, the
-    /// last write is that statement. Returns `then`'s rows.
+    /// last write is that statement. Returns its rows.
     async fn send_with_deferred(&mut self, then: Option<(&str, &[Arg<'_>])>) -> Result<Vec<PgRow>, Error> {
-        let deferred = std::mem::take(&mut self.deferred);
+        let mut deferred = std::mem::take(&mut self.deferred);
         let Db::Postgres(c) = &mut self.db else {
             return Err(Error::Internal("writes were held on SQLite".into()));
         };
-        let (main, main_args): (Cow<'_, str>, &[Arg<'_>]) = match then {
-            Some((sql, args)) => (Cow::Borrowed(sql), args),
-            None => match deferred.last() {
-                Some(last) if deferred.len() == 1 => (Cow::Borrowed(&*last.sql), &last.args),
-                _ => (Cow::Borrowed("SELECT 1"), &[]),
-            },
+        let last;
+        let (main, main_args): (&str, &[Arg<'_>]) = match then {
+            Some(then) => then,
+            None => {
+                last = deferred.pop().ok_or_else(|| Error::Internal("no held write to send".into()))?;
+                (&last.sql, &last.args)
+            }
         };
-        let clauses = if then.is_none() && deferred.len() == 1 { &deferred[..0] } else { &deferred[..] };
         let mut sql = String::new();
         let mut args: Vec<Arg<'_>> = main_args.to_vec();
-        for (i, write) in clauses.iter().enumerate() {
-            sql.push_str(if i == 0 { "WITH " } else { ", " });
+        for (i, write) in deferred.iter().enumerate() {
             use std::fmt::Write as _;
-            let _ = write!(sql, "held{i} AS ({})", shifted(&write.sql, args.len()));
+            let _ =
+                write!(sql, "{}held{i} AS ({}) ", if i == 0 { "WITH " } else { ", " }, shifted(&write.sql, args.len()));
             args.extend(write.args.iter().cloned());
         }
-        if !sql.is_empty() {
-            sql.push(' ');
-        }
-        sql.push_str(&main);
+        sql.push_str(main);
         bind_pg(sqlx::query(&sql), &args).fetch_all(&mut **c).await.map_err(db_error)
     }
 

@@ -221,29 +221,9 @@ async fn concurrent_payments_equal_a_serial_replay(backend: Backend) {
     assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
 }
 
-/// Looking up more DIDs than one statement may take (SQLite: 32,766 parameters) still answers:
-/// a governance domain may list that many. A few DIDs answer each member once too.
-async fn members_among_takes_any_number_of_dids(backend: Backend) {
-    let Some(f) = Fixture::open(backend).await else { return };
-    let coop = f.coop("big", 3).await;
-    let listed: Vec<gateway_core::Did> = (0..40_000).map(did).collect();
-    let big = coop.clone();
-    let found = transaction(f.store.as_ref(), move |tx| {
-        Box::pin(async move {
-            let refs: Vec<&gateway_core::Did> = listed.iter().collect();
-            tx.members_among(&big, &refs).await
-        })
-    })
-    .await
-    .unwrap();
-    let mut dids: Vec<String> = found.iter().map(|m| m.did.to_string()).collect();
-    dids.sort();
-    let mut expected: Vec<String> = (0..3).map(|n| did(n).to_string()).collect();
-    expected.sort();
-    assert_eq!(dids, expected);
-
-    // A few DIDs (looked up one by one), one named twice, one not a member: each member once.
-    let asked = [did(2), did(9), did(2), did(0)];
+/// The members among `asked`, as sorted DID texts, read through a unit of work.
+async fn members_among(f: &Fixture, coop: &CoopId, asked: Vec<gateway_core::Did>) -> Vec<String> {
+    let coop = coop.clone();
     let found = transaction(f.store.as_ref(), move |tx| {
         Box::pin(async move {
             let refs: Vec<&gateway_core::Did> = asked.iter().collect();
@@ -254,9 +234,23 @@ async fn members_among_takes_any_number_of_dids(backend: Backend) {
     .unwrap();
     let mut dids: Vec<String> = found.iter().map(|m| m.did.to_string()).collect();
     dids.sort();
+    dids
+}
+
+/// Looking up more DIDs than one statement may take (SQLite: 32,766 parameters) still answers:
+/// a governance domain may list that many. A few DIDs answer each member once too.
+async fn members_among_takes_any_number_of_dids(backend: Backend) {
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("big", 3).await;
+    let mut expected: Vec<String> = (0..3).map(|n| did(n).to_string()).collect();
+    expected.sort();
+    assert_eq!(members_among(&f, &coop, (0..40_000).map(did).collect()).await, expected);
+
+    // A few DIDs (looked up one by one), one named twice, one not a member: each member once.
     let mut expected = vec![did(0).to_string(), did(2).to_string()];
     expected.sort();
-    assert_eq!(dids, expected);
+    assert_eq!(members_among(&f, &coop, vec![did(2), did(9), did(2), did(0)]).await, expected);
+    assert_eq!(members_among(&f, &coop, vec![]).await, Vec::<String>::new(), "none asked, none found");
 }
 
 /// A close writes its outcome, its receipt and one notification per domain member.
