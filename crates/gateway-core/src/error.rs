@@ -151,6 +151,12 @@ pub enum Error {
     /// 401 `AUTHENTICATION_FAILED`.
     #[error("{0}")]
     AuthenticationFailed(String),
+    /// 401 `AUTHENTICATION_FAILED` with `details.reason = "signature_required"`: a critical
+    /// operation arrived unsigned, and its coop requires signed requests (INTERFACE.md §11). The
+    /// unit of work decides it from the coop it reads, so a change of the setting cannot slip
+    /// between the check and the write.
+    #[error("this cooperative requires a request signature on this operation")]
+    SignatureRequired,
     /// 403 `AUTHORIZATION_FAILED`.
     #[error("{message}")]
     AuthorizationFailed {
@@ -280,7 +286,7 @@ impl Error {
         match self {
             Error::BadRequest { .. } => ErrorCode::BadRequest,
             Error::UnsupportedDidMethod { .. } => ErrorCode::UnsupportedDidMethod,
-            Error::AuthenticationFailed(_) => ErrorCode::AuthenticationFailed,
+            Error::AuthenticationFailed(_) | Error::SignatureRequired => ErrorCode::AuthenticationFailed,
             Error::AuthorizationFailed { .. } => ErrorCode::AuthorizationFailed,
             Error::InsufficientTrust { .. } => ErrorCode::InsufficientTrust,
             Error::NotFound { .. } => ErrorCode::NotFound,

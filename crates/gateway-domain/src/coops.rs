@@ -14,7 +14,7 @@ use crate::governance::COOP_DOMAIN;
 use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
     CoopReads, CoopRecord, CoopSettings, CoopTx, DomainRecord, EventTx, GovTx, LedgerReads, MemberRecord,
-    MembershipObserver, NotificationTx, Transactor, transaction,
+    MembershipObserver, NotificationTx, Transactor, transaction, unsigned,
 };
 
 /// A request to create a coop.
@@ -304,16 +304,26 @@ pub struct Coops {
     observer: Option<Arc<dyn MembershipObserver>>,
 }
 
-/// The coop, or `NOT_FOUND`.
+/// The coop, or `NOT_FOUND`; `signature_required` for an unsigned critical operation in a coop
+/// that requires signed requests ([`crate::ports::unsigned`]).
 pub async fn require_coop<T: CoopTx + ?Sized>(tx: &mut T, id: &CoopId) -> Result<CoopRecord, Error> {
-    tx.coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
+    unsigned::permit(tx.coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))?)
 }
 
 /// The coop, or `NOT_FOUND`, holding its row until the transaction ends: every change of who
 /// belongs to the coop or in which role takes it first, so that the last-admin rule holds
-/// under concurrent changes. Payments never take it.
+/// under concurrent changes. Payments never take it. Refuses as [`require_coop`] does.
 pub async fn lock_coop<T: CoopTx + ?Sized>(tx: &mut T, id: &CoopId) -> Result<CoopRecord, Error> {
-    tx.lock_coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))
+    unsigned::permit(tx.lock_coop(id).await?.ok_or_else(|| Error::not_found("coop", id.as_str()))?)
+}
+
+/// For a critical operation whose unit of work reads no coop record: refuses it when it is
+/// unsigned and the coop requires signed requests, reading the coop only then.
+pub async fn require_signature<T: CoopTx + ?Sized>(tx: &mut T, id: &CoopId) -> Result<(), Error> {
+    if unsigned::current() {
+        require_coop(tx, id).await?;
+    }
+    Ok(())
 }
 
 impl Coops {

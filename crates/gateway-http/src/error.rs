@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 pub enum ApiError {
     /// An interface error from the domain, authentication or validation; status from its code.
     #[error(transparent)]
-    Core(#[from] Error),
+    Core(Error),
     /// 413: the body is larger than the limit.
     #[error("request body too large: the limit is {limit_bytes} bytes")]
     PayloadTooLarge {
@@ -36,6 +36,17 @@ pub enum ApiError {
     /// `details.reason` names why, and the answer carries `Accept-Signature`.
     #[error("{0}")]
     RequestSignature(gateway_httpsig::Failure),
+}
+
+impl From<Error> for ApiError {
+    /// The domain's [`Error::SignatureRequired`] (decided in a unit of work) is answered as the
+    /// edge answers a missing signature: one refusal, with `Accept-Signature`, whoever decides.
+    fn from(err: Error) -> Self {
+        match err {
+            Error::SignatureRequired => ApiError::RequestSignature(gateway_httpsig::Failure::SignatureRequired),
+            err => ApiError::Core(err),
+        }
+    }
 }
 
 /// The cause of an internal error, carried to the logging middleware in response extensions.
@@ -164,7 +175,8 @@ impl IntoResponse for ApiError {
             ApiError::Core(Error::AuthenticationFailed(_)) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::RequestSignature(_) => {
+            ApiError::RequestSignature(failure) => {
+                metrics::counter!("icn_gateway_auth_failures_total", "reason" => failure.reason()).increment(1);
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 headers.insert("accept-signature", HeaderValue::from_static(gateway_httpsig::ACCEPT_SIGNATURE));
             }
@@ -192,6 +204,21 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_unit_of_works_signature_refusal_is_the_edges() {
+        let from_domain = ApiError::from(Error::SignatureRequired).into_response();
+        let from_edge = ApiError::RequestSignature(gateway_httpsig::Failure::SignatureRequired).into_response();
+        for response in [from_domain, from_edge] {
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+            let headers = response.headers();
+            assert_eq!(headers["accept-signature"], gateway_httpsig::ACCEPT_SIGNATURE);
+            assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+        }
+        let (_, body) = ApiError::from(Error::SignatureRequired).status_and_text();
+        assert!(body.contains(r#""code":"AUTHENTICATION_FAILED""#), "{body}");
+        assert!(body.contains(r#""details":{"reason":"signature_required"}"#), "{body}");
+    }
 
     #[test]
     fn ledger_refusals_carry_every_digit_of_their_amounts() {

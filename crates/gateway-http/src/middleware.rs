@@ -63,6 +63,7 @@ where
             // The request's signature, when it has one or its route needs one (INTERFACE.md §11).
             // Its check's future is large and rarely needed: boxed, so that this future, which
             // every protected request moves around, stays small.
+            let unsigned_critical = crate::signing::is_unsigned_critical(&request);
             let checked = if crate::signing::applies(&request) {
                 Box::pin(crate::signing::check(state, &caller, request)).await
             } else {
@@ -73,7 +74,14 @@ where
                     request.extensions_mut().insert(caller);
                     // The answer of an operation that appended events names the last one
                     // (INTERFACE.md §12), which `/log/proof?seq=` proves.
-                    let (mut response, appended) = gateway_domain::ports::appended::track(run(request)).await;
+                    let served = gateway_domain::ports::appended::track(run(request));
+                    // An unsigned critical operation that the edge let through is judged again
+                    // by its units of work, against the coop they read (`ports::unsigned`).
+                    let (mut response, appended) = if unsigned_critical {
+                        Box::pin(gateway_domain::ports::unsigned::critical(served)).await
+                    } else {
+                        served.await
+                    };
                     if let Some(seq) = appended {
                         response.headers_mut().insert(EVENT_SEQ, HeaderValue::from(seq));
                     }

@@ -81,8 +81,10 @@ const SIGNATURE: HeaderName = HeaderName::from_static("signature");
 /// The check of every protected request, once authentication has admitted `caller`
 /// ([`crate::middleware::authenticate`] runs it): checks a signature when the request carries
 /// one (whatever the route), and refuses an unsigned critical operation when the token's coop
-/// requires signatures. The request comes back to be served, with a verified signature left on
-/// it, or the refusal does.
+/// requires signatures: early, before its body is read or counted by any limit. The operation's
+/// units of work decide again from the coop record they hold (`gateway_domain::ports::unsigned`),
+/// so a settings change committed after this read still stops it. The request comes back to be
+/// served, with a verified signature left on it, or the refusal does.
 pub async fn check(state: &AppState, caller: &Caller, request: Request) -> Result<Request, Response> {
     let signed = is_signed(&request);
     if !signed && !is_critical_request(&request) {
@@ -154,6 +156,12 @@ fn is_network_wide(request: &Request) -> bool {
 /// critical operation. Most requests are neither, and are spared building its future.
 pub fn applies(request: &Request) -> bool {
     is_signed(request) || is_critical_request(request)
+}
+
+/// Whether the request is a critical operation without a signature: one its units of work refuse
+/// in a coop that requires signed requests (`gateway_domain::ports::unsigned`).
+pub(crate) fn is_unsigned_critical(request: &Request) -> bool {
+    !is_signed(request) && is_critical_request(request)
 }
 
 pub(crate) fn is_signed(request: &Request) -> bool {
@@ -231,7 +239,6 @@ fn joined(headers: &HeaderMap, name: &str) -> Option<String> {
 /// 401 `AUTHENTICATION_FAILED` with `details.reason` and `Accept-Signature`; a signature that
 /// is wrong (not merely late or missing) also counts as the client's misbehaviour.
 fn refuse(failure: Failure) -> Response {
-    metrics::counter!("icn_gateway_auth_failures_total", "reason" => failure.reason()).increment(1);
     let mut response = ApiError::RequestSignature(failure).into_response();
     if matches!(
         failure,

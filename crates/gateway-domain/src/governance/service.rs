@@ -16,7 +16,7 @@ use super::{
     COOP_DOMAIN, Choice, Delegation, DelegationScope, DirectVote, Effect, MembershipAction, Outcome, ProposalPayload,
     ProposalStatus, Rule, Tally, decide, sign_receipt, tally,
 };
-use crate::coops::{add_member_in, lock_coop, remove_member_in, require_coop, update_settings_in};
+use crate::coops::{add_member_in, lock_coop, remove_member_in, require_coop, require_signature, update_settings_in};
 use crate::events::{CoopEvent, VoteCast, emit, new_id};
 use crate::ledger::{record_transaction, transfer, treasury_account};
 use crate::notifications::{Note, NoteData, notify_all, spawn_expansion};
@@ -483,6 +483,7 @@ impl Governance {
         let (coop, voter, id, now) = (coop.clone(), voter.clone(), id.to_owned(), self.clock.now_unix_secs());
         let outcome = transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
+                require_signature(tx, &coop).await?;
                 let proposal = lock_proposal(tx, &coop, &id).await?;
                 if proposal.status != ProposalStatus::Open {
                     return Err(Error::conflict(format!("proposal '{id}' is {}, not open", proposal.status.as_str())));
@@ -760,6 +761,7 @@ impl Governance {
         let now = self.clock.now_unix_secs();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
+                require_signature(tx, &coop).await?;
                 if tx.delete_delegation(&coop, &delegator, &id).await? {
                     emit(tx, &coop, now, CoopEvent::DelegationRevoked { id: &id, delegator: &delegator }).await?;
                     Ok(())

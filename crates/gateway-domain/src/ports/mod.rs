@@ -107,17 +107,59 @@ where
     F: for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
 {
     let (result, mut committed) = tokio::sync::oneshot::channel::<T>();
+    // The store may run the job on a task of its own: it carries the request's signing state.
+    let unsigned = unsigned::current();
     let job: Job = Box::new(move |tx: &mut dyn Tx| {
         let future = job(tx);
-        Box::pin(async move {
+        Box::pin(unsigned::carry(unsigned, async move {
             let value = future.await?;
             // Delivered to the caller only if the store then commits (below).
             let _ = result.send(value);
             Ok(())
-        })
+        }))
     });
     transactor.run(job).await?;
     committed.try_recv().map_err(|_| Error::Internal("a committed unit of work left no result".into()))
+}
+
+/// Whether the current request is a critical operation that arrived without a signature
+/// (INTERFACE.md §11). The HTTP edge refuses one early when the token's coop requires signatures;
+/// the decision that counts is taken again in the unit of work, from the coop record it reads
+/// anyway ([`crate::coops::require_coop`], [`crate::coops::lock_coop`], or
+/// [`crate::coops::require_signature`] where it reads none), so that a settings change that
+/// commits between the edge's read and the write cannot let an unsigned operation through.
+pub mod unsigned {
+    use std::future::Future;
+
+    use gateway_core::Error;
+
+    use super::CoopRecord;
+
+    tokio::task_local! {
+        static UNSIGNED: bool;
+    }
+
+    /// Runs `future` (a request's handling) as an unsigned critical operation.
+    pub async fn critical<F: Future>(future: F) -> F::Output {
+        UNSIGNED.scope(true, future).await
+    }
+
+    /// Whether the current task runs an unsigned critical operation.
+    pub fn current() -> bool {
+        UNSIGNED.try_with(|unsigned| *unsigned).unwrap_or(false)
+    }
+
+    /// Runs `future` (a unit of work, wherever the store polls it) with the signing state
+    /// [`current`] gave where the unit of work was asked for.
+    pub(crate) async fn carry<F: Future>(unsigned: bool, future: F) -> F::Output {
+        UNSIGNED.scope(unsigned, future).await
+    }
+
+    /// `record` when the operation may change it: refused when it is unsigned and the coop
+    /// requires signed requests.
+    pub fn permit(record: CoopRecord) -> Result<CoopRecord, Error> {
+        if record.settings.require_signed_requests && current() { Err(Error::SignatureRequired) } else { Ok(record) }
+    }
 }
 
 /// The number of the last event a request's units of work appended, for the answer's

@@ -226,6 +226,44 @@ async fn a_nonce_is_refused_until_its_signature_expires_then_the_signature_is() 
     );
 }
 
+/// The setting is judged again by the payment's own unit of work: an unsigned payment that passed
+/// the edge's check while the coop did not yet require signatures, and reaches the store after
+/// the change that turned the requirement on committed, is refused all the same, with the same
+/// answer, and writes nothing (its body is held back until the change has committed, so the
+/// order is certain on every store).
+#[tokio::test]
+async fn an_unsigned_payment_in_flight_when_signatures_become_required_is_refused_on_every_store() {
+    for app in TestApp::every_store().await {
+        let (_, members) = app.coop_with_members("c1", 1, &[2]).await;
+        let (polled, reached) = tokio::sync::oneshot::channel::<()>();
+        let (release, held) = tokio::sync::oneshot::channel::<Vec<u8>>();
+        let body = futures_util::stream::once(async move {
+            let _ = polled.send(());
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(held.await.unwrap()))
+        });
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/ledger/c1/payment")
+            .header(header::AUTHORIZATION, format!("Bearer {}", members[0]))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from_stream(body))
+            .unwrap();
+        let router = app.router.clone();
+        let in_flight = tokio::spawn(async move { crate::support::send(&router, request).await });
+        // The edge has let the request through (it reads the body only after its check) ...
+        reached.await.unwrap();
+        // ... when the coop starts requiring signatures.
+        let coop = gateway_core::CoopId::parse("c1").unwrap();
+        let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
+        app.state.coops.update_settings(&coop, on).await.unwrap();
+        release.send(serde_json::to_vec(&pay(2, 1, 1)).unwrap()).unwrap();
+        let answer = in_flight.await.unwrap();
+        assert_refused(&answer, "signature_required");
+        let history = app.get("/v1/ledger/c1/history", &members[0]).await;
+        assert_eq!(history.body["pagination"]["total"], 0, "{:?}: {}", app.backend, history.body);
+    }
+}
+
 #[tokio::test]
 async fn a_coop_that_requires_signatures_refuses_unsigned_critical_operations() {
     let app = TestApp::new().await;

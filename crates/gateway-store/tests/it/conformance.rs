@@ -266,14 +266,7 @@ async fn closing_notifies_every_domain_member(backend: Backend) {
         rule: None,
     };
     f.governance.create_domain(&coop, &did(0), domain).await.unwrap();
-    let request = gateway_domain::governance::NewProposal {
-        domain_id: "d".into(),
-        title: "T".into(),
-        description: String::new(),
-        payload: serde_json::json!({ "type": "text", "content": "x" }),
-        rule: None,
-        voting_duration_secs: Some(60),
-    };
+    let request = proposal("d", serde_json::json!({ "type": "text", "content": "x" }));
     let proposal = f.governance.create_proposal(&coop, &did(0), request, true).await.unwrap();
     for n in 0..3 {
         f.governance.vote(&coop, &did(n), &proposal.id, "for").await.unwrap();
@@ -299,16 +292,21 @@ async fn coop_domain(f: &Fixture, coop: &CoopId, members: u32) -> String {
     "coop".into()
 }
 
-/// Creates, opens, approves (every member for) and closes a proposal; returns its id.
-async fn decide(f: &Fixture, coop: &CoopId, domain: &str, members: u32, payload: serde_json::Value) -> String {
-    let request = gateway_domain::governance::NewProposal {
+/// A proposal in `domain` with `payload`, voting for 60 s under the domain's rule.
+fn proposal(domain: &str, payload: serde_json::Value) -> gateway_domain::governance::NewProposal {
+    gateway_domain::governance::NewProposal {
         domain_id: domain.into(),
         title: "T".into(),
         description: String::new(),
         payload,
         rule: None,
         voting_duration_secs: Some(60),
-    };
+    }
+}
+
+/// Creates, opens, approves (every member for) and closes a proposal; returns its id.
+async fn decide(f: &Fixture, coop: &CoopId, domain: &str, members: u32, payload: serde_json::Value) -> String {
+    let request = proposal(domain, payload);
     let proposal = f.governance.create_proposal(coop, &did(0), request, true).await.unwrap();
     for n in 0..members {
         f.governance.vote(coop, &did(n), &proposal.id, "for").await.unwrap();
@@ -1355,6 +1353,95 @@ async fn a_unit_of_work_sees_its_writes_and_fails_with_any_of_them(backend: Back
     assert!(!notes.iter().any(|n| n.id == "n-second"), "nor its notification");
 }
 
+/// A critical operation that arrived unsigned (`ports::unsigned::critical`, as the HTTP edge runs
+/// one) is refused by its own unit of work once its coop requires signed requests, whichever
+/// operation it is and wherever the store runs the work (SQLite's writer polls it on a thread of
+/// its own): the edge's earlier read of the setting cannot be outrun by a settings change. Nothing
+/// is written, and the same operations pass when signed, or unsigned in a coop without the rule.
+async fn unsigned_critical_operations_are_refused_by_their_unit_of_work(backend: Backend) {
+    use gateway_domain::coops::SettingsPatch;
+    use gateway_domain::governance::{DomainChange, NewDomain};
+    use gateway_domain::ledger::ConversionRequest;
+    use gateway_domain::ports::unsigned::critical;
+
+    let Some(f) = Fixture::open(backend).await else { return };
+    let (coop, open) = (f.coop("c1", 3).await, f.coop("c2", 3).await);
+    let credits = Currency::parse("credits").unwrap();
+    f.ledger.set_rate(&coop, &did(0), hours(), credits.clone(), units(2)).await.unwrap();
+    let domain = NewDomain {
+        domain_id: "d".into(),
+        name: "D".into(),
+        members: vec![did(0), did(1)],
+        quorum_percent: None,
+        rule: None,
+    };
+    f.governance.create_domain(&coop, &did(0), domain).await.unwrap();
+    let text = proposal("d", serde_json::json!({ "type": "text", "content": "x" }));
+    let proposal = f.governance.create_proposal(&coop, &did(0), text, true).await.unwrap().id;
+    let delegation = f.governance.delegate(&coop, &did(1), &did(2), "blanket", None).await.unwrap().id;
+    let require = |on| SettingsPatch { require_signed_requests: Some(on), ..SettingsPatch::default() };
+    f.coops.update_settings(&coop, require(true)).await.unwrap();
+    let seq = f.store.current_seq(&coop).await.unwrap();
+
+    let conversion = ConversionRequest {
+        from: did(1).to_string(),
+        to: did(2).to_string(),
+        amount: units(1),
+        from_currency: hours(),
+        to_currency: credits.clone(),
+        max_target_amount: None,
+        min_target_amount: None,
+        quote_id: None,
+        request_signature: None,
+    };
+    let refusals: Vec<(&str, Result<(), Error>)> = critical(async {
+        vec![
+            ("payment", f.ledger.pay(&coop, payment(1, 2, units(1)), None).await.map(drop)),
+            ("batch", f.ledger.batch(&coop, vec![payment(1, 2, units(1))], false, None).await.map(drop)),
+            ("conversion", f.ledger.convert(&coop, conversion, None).await.map(drop)),
+            ("vote", f.governance.vote(&coop, &did(1), &proposal, "for").await.map(drop)),
+            ("close", f.governance.close(&coop, Some(&did(0)), &proposal).await.map(drop)),
+            ("member add", f.coops.add_member(&coop, &did(9), Role::Member).await.map(drop)),
+            ("member remove", f.coops.remove_member(&coop, &did(2)).await),
+            ("role", f.coops.set_role(&coop, &did(1), Role::Admin).await.map(drop)),
+            ("credit limit", f.coops.set_member_credit_limit(&coop, &did(1), Some(units(-5))).await.map(drop)),
+            ("settings", f.coops.update_settings(&coop, require(false)).await.map(drop)),
+            ("domain create", {
+                let domain = NewDomain {
+                    domain_id: "e".into(),
+                    name: "E".into(),
+                    members: vec![did(0)],
+                    quorum_percent: None,
+                    rule: None,
+                };
+                f.governance.create_domain(&coop, &did(0), domain).await.map(drop)
+            }),
+            ("domain change", {
+                let change = DomainChange { name: Some("D2".into()), ..DomainChange::default() };
+                f.governance.update_domain(&coop, &did(0), "d", change).await.map(drop)
+            }),
+            ("delegation", f.governance.delegate(&coop, &did(2), &did(1), "blanket", None).await.map(drop)),
+            ("revocation", f.governance.revoke(&coop, &did(1), &delegation).await),
+            ("rate", f.ledger.set_rate(&coop, &did(0), hours(), credits.clone(), units(3)).await.map(drop)),
+        ]
+    })
+    .await;
+    for (operation, refused) in refusals {
+        assert!(matches!(refused, Err(Error::SignatureRequired)), "unsigned {operation}: {refused:?}");
+    }
+    assert_eq!(f.store.current_seq(&coop).await.unwrap(), seq, "a refused operation appends nothing");
+    assert_eq!(balance(&f, &coop, 1).await, Amount::ZERO);
+    assert!(f.coops.get(&coop).await.unwrap().settings.require_signed_requests);
+    assert_eq!(f.governance.votes(&coop, &proposal).await.unwrap().tally.participants, 0);
+
+    // Outside the coop that requires them, an unsigned operation passes; a signed one passes in it.
+    critical(f.ledger.pay(&open, payment(1, 2, units(1)), None)).await.unwrap();
+    f.ledger.pay(&coop, payment(1, 2, units(1)), None).await.unwrap();
+    f.governance.vote(&coop, &did(1), &proposal, "for").await.unwrap();
+    assert_eq!(balance(&f, &coop, 2).await, units(1));
+    assert_eq!(balance(&f, &open, 2).await, units(1));
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -1392,4 +1479,5 @@ conformance!(
     a_signed_batch_keeps_its_body_once,
     kept_totals_equal_the_rows_they_count,
     a_unit_of_work_sees_its_writes_and_fails_with_any_of_them,
+    unsigned_critical_operations_are_refused_by_their_unit_of_work,
 );
