@@ -276,7 +276,9 @@ pub async fn update_settings_in<T: CoopTx + EventTx + ?Sized>(
     now: u64,
 ) -> Result<CoopRecord, Error> {
     patch.validate()?;
-    let mut record = require_coop(tx, coop).await?;
+    // Under the coop's row lock: two changes of its settings apply one after the other, each to
+    // the settings the other left, and the rule on signatures it is judged by is the latest.
+    let mut record = lock_coop(tx, coop).await?;
     record.settings = patch.apply(record.settings);
     tx.update_settings(coop, &record.settings).await?;
     emit(tx, coop, now, CoopEvent::SettingsUpdated(&record.settings)).await?;

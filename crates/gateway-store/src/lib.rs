@@ -241,6 +241,10 @@ pub enum StoreError {
 /// PostgreSQL's SQLSTATE for a unique (or primary key) violation.
 const PG_UNIQUE_VIOLATION: &str = "23505";
 
+/// The SQLSTATE migration 0027's `writer_enters` raises for an unsigned critical operation in a
+/// coop that requires signed requests.
+const PG_SIGNATURE_REQUIRED: &str = "GW401";
+
 /// Turns a database failure into the interface's error: a unique violation (a row with that id
 /// already exists, e.g. two concurrent creations of one coop) → 409 `CONFLICT`, unreachable →
 /// 503, anything else → 500.
@@ -249,6 +253,9 @@ pub(crate) fn db_error(err: sqlx::Error) -> Error {
         sqlx::Error::Database(db) if db.code().as_deref() == Some(PG_UNIQUE_VIOLATION) => {
             Error::conflict(format!("already exists: {}", db.message()))
         }
+        // An unsigned critical operation in a coop that requires signed requests, found as it
+        // wrote its first event (migration 0027's `writer_enters`).
+        sqlx::Error::Database(db) if db.code().as_deref() == Some(PG_SIGNATURE_REQUIRED) => Error::SignatureRequired,
         // A deadlock or serialization failure: PostgreSQL rolled the transaction back and a
         // retry may succeed. Jobs take their locks in the documented order so that this should
         // not happen; if it does, the client is told to retry, never given a 500.

@@ -193,6 +193,13 @@ impl CoopTx for Conn<'_> {
 
     async fn update_settings(&mut self, coop: &CoopId, s: &CoopSettings) -> Result<(), Error> {
         self.touched.push(Touched::Coop(coop.clone()));
+        if !self.is_sqlite() && !self.writers_alone.contains(coop) {
+            // Until the commit, no unit of work of the coop passes `writer_enters` (migration
+            // 0027): each one that did has committed, and each later one then reads the new
+            // `require_signed_requests`. SQLite runs one unit of work at a time.
+            self.execute("SELECT pg_advisory_xact_lock(coop_lock_key('writers', $1))", args![coop.as_str()]).await?;
+            self.writers_alone.push(coop.clone());
+        }
         self.execute(
             "UPDATE coops SET default_currency = $2, credit_limit = $3, high_value_threshold = $4, \
              conversion_fee_ppm = $5, quorum_percent = $6, require_signed_requests = $7 WHERE id = $1",

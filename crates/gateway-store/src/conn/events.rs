@@ -36,6 +36,8 @@ pub(crate) struct PendingEvent {
     event_type: String,
     timestamp: i64,
     data: String,
+    /// Appended by an unsigned critical operation (`gateway_domain::ports::unsigned`).
+    unsigned: bool,
 }
 
 /// A coop's events after a number, in order, at most a limit (`$1` coop, `$2` after, `$3` limit).
@@ -47,11 +49,13 @@ pub(crate) const COUNTER_SQL: &str = "SELECT seq FROM event_counters WHERE coop_
 
 /// Writes one event with a placeholder number (negative, kept in `placeholder` too), which the
 /// coop's numbering after the commit replaces (migration `0023_events_numbered_after_commit.sql`),
-/// holding the coop's writers lock shared until the commit (only the log's opening of a coop from
-/// before the log takes it alone). Returns the placeholder.
+/// holding the coop's writers lock shared until the commit (the log's opening of a coop from
+/// before the log and a settings change take it alone). With `$5` <> 0, an unsigned critical
+/// operation's, it is refused (SQLSTATE `GW401`) when the coop, read once the lock is held,
+/// requires signed requests (migration 0027). Returns the placeholder.
 const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
     SELECT $1, w.placeholder, w.placeholder, $2, $3, $4 FROM (SELECT -nextval('event_placeholders') AS placeholder, \
-    pg_advisory_xact_lock_shared(coop_lock_key('writers', $1))) AS w RETURNING seq";
+    writer_enters($1, $5)) AS w RETURNING seq";
 
 /// Numbers the committed events still waiting for their number of the coops `$1`: for each
 /// element of `$1` and `$2` by position `ord` (from 1), the coop's counter after, and the number
@@ -76,6 +80,7 @@ impl EventTx for Conn<'_> {
                 event_type: event_type.to_owned(),
                 timestamp,
                 data: data.as_str().to_owned(),
+                unsigned: gateway_domain::ports::unsigned::current(),
             });
             return Ok(());
         }
@@ -121,11 +126,20 @@ impl Conn<'_> {
         pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
         let mut coops: Vec<(CoopId, i64)> = Vec::new();
         for event in pending {
+            // A settings change holds the coop's writers alone: what it read under its row lock
+            // decided, and its own new setting must not refuse it.
+            let unsigned = i64::from(event.unsigned && !self.writers_alone.contains(&event.coop));
             // The first carries the unit of work's held writes (`Conn::defer`).
             let placeholder: i64 = self
                 .fetch_one_with_deferred(
                     APPEND_PG,
-                    args![event.coop.as_str(), event.event_type.as_str(), event.timestamp, event.data.as_str()],
+                    args![
+                        event.coop.as_str(),
+                        event.event_type.as_str(),
+                        event.timestamp,
+                        event.data.as_str(),
+                        unsigned
+                    ],
                 )
                 .await?;
             match coops.last_mut() {

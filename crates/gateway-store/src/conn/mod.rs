@@ -56,6 +56,9 @@ pub(crate) struct Conn<'a> {
     /// PostgreSQL: the key of that answer when its last event still waited for its number
     /// (migration 0023): the number is read once the numbering gave it.
     pub(crate) replayed_waiting: Option<String>,
+    /// PostgreSQL: the coops whose writers lock this unit of work holds alone (a settings
+    /// change: `update_settings`).
+    pub(crate) writers_alone: Vec<CoopId>,
 }
 
 /// A write of a unit of work on PostgreSQL, held until its next statement ([`Conn::defer`]).
@@ -425,6 +428,7 @@ impl<'a> Conn<'a> {
             pending_answer: None,
             replayed: None,
             replayed_waiting: None,
+            writers_alone: Vec::new(),
         }
     }
 

@@ -1442,6 +1442,57 @@ async fn unsigned_critical_operations_are_refused_by_their_unit_of_work(backend:
     assert_eq!(balance(&f, &open, 2).await, units(1));
 }
 
+/// An unsigned critical operation that read its coop before a change turned
+/// `require_signed_requests` on is never recorded after that change: on PostgreSQL, where the
+/// change commits while the operation waits between its read and its write, the operation is
+/// refused as it writes; with SQLite's one writer, the change waits for the operation, which is
+/// recorded before it.
+async fn an_unsigned_operation_is_never_recorded_after_signatures_became_required(backend: Backend) {
+    use gateway_domain::ports::unsigned::critical;
+
+    let Some(f) = Fixture::open(backend).await else { return };
+    let coop = f.coop("c1", 3).await;
+    let (read, has_read) = tokio::sync::oneshot::channel::<()>();
+    let (go, may_write) = tokio::sync::oneshot::channel::<()>();
+    let (store, c) = (f.store.clone(), coop.clone());
+    let operation = tokio::spawn(critical(async move {
+        transaction(store.as_ref(), move |tx| {
+            Box::pin(async move {
+                gateway_domain::coops::require_coop(tx, &c).await?;
+                let _ = read.send(());
+                let _ = may_write.await;
+                let data = gateway_core::JsonText::of(&serde_json::json!({ "unsigned": true })).unwrap();
+                tx.append_event(&c, "UnsignedOperation", 1_800_000_000, &data).await
+            })
+        })
+        .await
+    }));
+    has_read.await.unwrap();
+    let (coops, c) = (f.coops.clone(), coop.clone());
+    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
+    let mut change = tokio::spawn(async move { coops.update_settings(&c, on).await });
+    let changed_first = tokio::time::timeout(std::time::Duration::from_millis(500), &mut change).await.is_ok();
+    go.send(()).unwrap();
+    let outcome = operation.await.unwrap();
+    if !changed_first {
+        change.await.unwrap().unwrap();
+    }
+    assert!(f.coops.get(&coop).await.unwrap().settings.require_signed_requests);
+    let events = f.store.events_after(&coop, 0, 1000).await.unwrap();
+    let position = |kind: &str| events.iter().position(|e| e.event_type == kind);
+    let turned_on = position("SettingsUpdated").expect("the change's event");
+    if backend == Backend::Postgres {
+        assert!(changed_first, "PostgreSQL commits the change while the operation waits");
+    }
+    if changed_first {
+        assert!(matches!(outcome, Err(Error::SignatureRequired)), "{backend:?}: {outcome:?}");
+        assert_eq!(position("UnsignedOperation"), None);
+    } else {
+        outcome.unwrap();
+        assert!(position("UnsignedOperation").expect("recorded") < turned_on, "{backend:?}");
+    }
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -1480,4 +1531,5 @@ conformance!(
     kept_totals_equal_the_rows_they_count,
     a_unit_of_work_sees_its_writes_and_fails_with_any_of_them,
     unsigned_critical_operations_are_refused_by_their_unit_of_work,
+    an_unsigned_operation_is_never_recorded_after_signatures_became_required,
 );

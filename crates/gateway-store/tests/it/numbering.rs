@@ -372,4 +372,64 @@ async fn lock_keys_name_the_schema_and_kept_their_values() {
     assert_eq!(kept, computed, "the key of 0023's definition");
     assert_ne!(kept, key(b.spec.clone(), "SELECT coop_lock_key('writers', 'c1')").await, "another schema's key");
     assert_ne!(kept, key(a.spec.clone(), "SELECT coop_lock_key('numbering', 'c1')").await, "another kind's key");
+    // Migration 0027's `writer_enters`, written with the schema's name, reads that schema's coop.
+    let coop = a.coop("c1", 2).await;
+    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
+    a.coops.update_settings(&coop, on).await.unwrap();
+    let refused = gateway_domain::ports::unsigned::critical(transaction(a.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let data = gateway_core::JsonText::of(&serde_json::json!({})).unwrap();
+            tx.append_event(&coop, "UnsignedOperation", 1_800_000_000, &data).await
+        })
+    }))
+    .await;
+    assert!(matches!(refused, Err(gateway_core::Error::SignatureRequired)), "{refused:?}");
+}
+
+/// A settings change waits for every unit of work of the coop that has already written its events
+/// (migration 0027): an unsigned operation that passed the signing rule as it wrote, and has not
+/// committed yet, commits before the change that turns `require_signed_requests` on, and is
+/// numbered before it. The operation is held between its two coops' writes by a lock another
+/// connection holds on the second coop's writers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_change_waits_for_the_writers_it_would_overtake() {
+    use gateway_domain::ports::unsigned::critical;
+
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let (first, second) = (f.coop("a-first", 2).await, f.coop("b-second", 2).await);
+    let mut holder = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(coop_lock_key('writers', 'b-second'))").execute(&mut holder).await.unwrap();
+
+    // Events are written coop by coop in the order of their ids: the first coop's, then the
+    // second's, which waits for the holder.
+    let (store, a, b) = (f.store.clone(), first.clone(), second.clone());
+    let operation = tokio::spawn(critical(async move {
+        transaction(store.as_ref(), move |tx| {
+            Box::pin(async move {
+                let data = gateway_core::JsonText::of(&serde_json::json!({ "unsigned": true })).unwrap();
+                tx.append_event(&a, "UnsignedOperation", 1_800_000_000, &data).await?;
+                tx.append_event(&b, "UnsignedOperation", 1_800_000_000, &data).await
+            })
+        })
+        .await
+    }));
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                   AND ((classid::bigint << 32) | objid::bigint) = coop_lock_key('writers', 'b-second')";
+    while sqlx::query_scalar::<_, i64>(waiting).fetch_one(&mut holder).await.unwrap() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let (coops, c) = (f.coops.clone(), first.clone());
+    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
+    let mut change = tokio::spawn(async move { coops.update_settings(&c, on).await });
+    let overtook = tokio::time::timeout(Duration::from_millis(500), &mut change).await.is_ok();
+    assert!(!overtook, "the change committed while a writer of the coop had not");
+    sqlx::query("SELECT pg_advisory_unlock(coop_lock_key('writers', 'b-second'))").execute(&mut holder).await.unwrap();
+    operation.await.unwrap().expect("written before the rule changed");
+    change.await.unwrap().unwrap();
+
+    let events = f.store.events_after(&first, 0, 1000).await.unwrap();
+    let position = |kind: &str| events.iter().position(|e| e.event_type == kind).expect(kind);
+    assert!(position("UnsignedOperation") < position("SettingsUpdated"), "{events:?}");
 }

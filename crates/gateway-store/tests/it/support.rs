@@ -9,7 +9,7 @@ use gateway_domain::notifications::Notifications;
 use gateway_domain::trust::{Trust, TrustGraph};
 use gateway_store::{Store, StoreSpec};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Memory,
     SqliteFile,
