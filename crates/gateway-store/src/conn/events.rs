@@ -47,15 +47,31 @@ pub(crate) const EVENTS_AFTER_SQL: &str = "SELECT seq, event_type, timestamp, da
 /// A coop's last event number (no row: none yet). Every number up to it is committed.
 pub(crate) const COUNTER_SQL: &str = "SELECT seq FROM event_counters WHERE coop_id = $1";
 
+/// The statement of [`APPEND_PG`] and [`APPEND_MORE_PG`], with what the placeholder's row also
+/// calls.
+macro_rules! append_pg {
+    ($also:literal) => {
+        concat!(
+            "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) ",
+            "SELECT $1, w.placeholder, w.placeholder, $2, $3, $4 ",
+            "FROM (SELECT -nextval('event_placeholders') AS placeholder",
+            $also,
+            ") AS w RETURNING seq"
+        )
+    };
+}
+
 /// Writes one event with a placeholder number (negative, kept in `placeholder` too), which the
 /// coop's numbering after the commit replaces (migration `0023_events_numbered_after_commit.sql`),
 /// holding the coop's writers lock shared until the commit (the log's opening of a coop from
 /// before the log and a settings change take it alone). With `$5` <> 0, an unsigned critical
 /// operation's, it is refused (SQLSTATE `GW401`) when the coop, read once the lock is held,
 /// requires signed requests (migration 0027). Returns the placeholder.
-const APPEND_PG: &str = "INSERT INTO events (coop_id, seq, placeholder, event_type, timestamp, data) \
-    SELECT $1, w.placeholder, w.placeholder, $2, $3, $4 FROM (SELECT -nextval('event_placeholders') AS placeholder, \
-    writer_enters($1, $5)) AS w RETURNING seq";
+const APPEND_PG: &str = append_pg!(", writer_enters($1, $5)");
+
+/// Writes a further event of a coop whose first event of the unit of work [`APPEND_PG`] wrote:
+/// the coop's writers lock is held, and the signing rule was kept.
+const APPEND_MORE_PG: &str = append_pg!("");
 
 /// Numbers the committed events still waiting for their number of the coops `$1`: for each
 /// element of `$1` and `$2` by position `ord` (from 1), the coop's counter after, and the number
@@ -126,22 +142,16 @@ impl Conn<'_> {
         pending.sort_by(|a, b| a.coop.as_str().cmp(b.coop.as_str()));
         let mut coops: Vec<(CoopId, i64)> = Vec::new();
         for event in pending {
-            // A settings change holds the coop's writers alone: what it read under its row lock
-            // decided, and its own new setting must not refuse it.
-            let unsigned = i64::from(event.unsigned && !self.writers_alone.contains(&event.coop));
+            let (coop, kind, data) = (event.coop.as_str(), event.event_type.as_str(), event.data.as_str());
             // The first carries the unit of work's held writes (`Conn::defer`).
-            let placeholder: i64 = self
-                .fetch_one_with_deferred(
-                    APPEND_PG,
-                    args![
-                        event.coop.as_str(),
-                        event.event_type.as_str(),
-                        event.timestamp,
-                        event.data.as_str(),
-                        unsigned
-                    ],
-                )
-                .await?;
+            let placeholder: i64 = if coops.last().is_some_and(|(last, _)| *last == event.coop) {
+                self.fetch_one_with_deferred(APPEND_MORE_PG, args![coop, kind, event.timestamp, data]).await?
+            } else {
+                // A settings change holds the coop's writers alone: what it read under its row
+                // lock decided, and its own new setting must not refuse it.
+                let unsigned = i64::from(event.unsigned && !self.writers_alone.contains(&event.coop));
+                self.fetch_one_with_deferred(APPEND_PG, args![coop, kind, event.timestamp, data, unsigned]).await?
+            };
             match coops.last_mut() {
                 Some((coop, last)) if *coop == event.coop => *last = placeholder,
                 _ => coops.push((event.coop, placeholder)),
