@@ -13,7 +13,7 @@ use gateway_core::{Amount, Clock, CoopId, Currency, Did, Error, PageRequest};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::coops::require_coop;
+use crate::coops::{lock_coop, require_coop};
 use crate::events::{CoopEvent, emit, new_id};
 use crate::notifications::{Note, NoteData, notify};
 use crate::ports::{
@@ -402,7 +402,10 @@ impl Ledger {
         let coop = coop.clone();
         transaction(self.transactor.as_ref(), move |tx| {
             Box::pin(async move {
-                require_coop(tx, &coop).await?;
+                // Under the coop's row lock, as a settings change reads it: a rate writes no
+                // event, so no later check sees a change of `require_signed_requests` that
+                // commits after this read (docs/SIGNING.md).
+                lock_coop(tx, &coop).await?;
                 tx.put_rate(&coop, &record).await?;
                 Ok(record)
             })

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use gateway_core::{CoopId, Did, Error, Membership, MembershipLookup, Role};
 use gateway_domain::StoreHealth;
 use gateway_domain::ports::{CoopSignal, EventFeed, Job, Transactor};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, SqliteConnection};
 
 use crate::conn::Arg;
@@ -453,14 +453,25 @@ impl Store {
                     }
                 }
                 let (writes, reads) = split_connections(options.postgres_max_connections);
-                let pool = |size: u32| async move {
-                    PgPoolOptions::new()
-                        .max_connections(size)
-                        // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
-                        .acquire_timeout(Duration::from_secs(1))
-                        .connect(url)
-                        .await
-                        .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))
+                // Each statement of a unit of work sees every commit before it, whatever the
+                // server's or the role's default: the numbering and the signing rule where a
+                // coop's writers meet rely on it (migrations 0023 and 0027). A later `-c` of the
+                // startup options wins over one the URL gives.
+                let connect = url
+                    .parse::<PgConnectOptions>()
+                    .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))?
+                    .options([("default_transaction_isolation", r"read\ committed")]);
+                let pool = |size: u32| {
+                    let connect = connect.clone();
+                    async move {
+                        PgPoolOptions::new()
+                            .max_connections(size)
+                            // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
+                            .acquire_timeout(Duration::from_secs(1))
+                            .connect_with(connect)
+                            .await
+                            .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))
+                    }
                 };
                 let (pool, read_pool) = (pool(writes).await?, pool(reads).await?);
                 sqlx::migrate!("./migrations/postgres")

@@ -384,6 +384,53 @@ async fn lock_keys_name_the_schema_and_kept_their_values() {
     }))
     .await;
     assert!(matches!(refused, Err(gateway_core::Error::SignatureRequired)), "{refused:?}");
+    // Called from another schema's connection, it still reads its own schema's coops and locks.
+    let (StoreSpec::Postgres(own), StoreSpec::Postgres(other)) = (&a.spec, &b.spec) else {
+        unreachable!("PostgreSQL fixtures")
+    };
+    let mut own = <sqlx::PgConnection as sqlx::Connection>::connect(own).await.unwrap();
+    let schema: String = sqlx::query_scalar("SELECT current_schema()").fetch_one(&mut own).await.unwrap();
+    let mut elsewhere = <sqlx::PgConnection as sqlx::Connection>::connect(other).await.unwrap();
+    let call = format!("SELECT \"{}\".writer_enters('c1', 1)", schema.replace('"', "\"\""));
+    let err = sqlx::query(&call).execute(&mut elsewhere).await.expect_err("the other schema's c1 requires signatures");
+    assert_eq!(err.as_database_error().and_then(|e| e.code()).as_deref(), Some("GW401"), "{err}");
+}
+
+/// An oracle rate writes no event: it reads its coop under the coop's row lock, so a settings
+/// change in flight (here a connection that holds the row and turns `require_signed_requests` on)
+/// is waited for, and an unsigned rate is then refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_rate_waits_for_a_settings_change_in_flight() {
+    use gateway_domain::ports::unsigned::critical;
+
+    let Some(f) = Fixture::open(Backend::Postgres).await else { return };
+    let StoreSpec::Postgres(url) = &f.spec else { unreachable!("a PostgreSQL fixture") };
+    let coop = f.coop("rated", 2).await;
+    let mut change = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut change).await.unwrap();
+    sqlx::query("SELECT id FROM coops WHERE id = 'rated' FOR UPDATE").execute(&mut change).await.unwrap();
+
+    let (ledger, c) = (f.ledger.clone(), coop.clone());
+    let currency = |code: &str| gateway_core::Currency::parse(code).unwrap();
+    let rate = tokio::spawn(critical(async move {
+        ledger
+            .set_rate(
+                &c,
+                &crate::support::did(0),
+                currency("hours"),
+                currency("credits"),
+                gateway_core::Amount::from_units(2),
+            )
+            .await
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!rate.is_finished(), "the rate waits for the coop's row");
+    sqlx::query("UPDATE coops SET require_signed_requests = 1 WHERE id = 'rated'").execute(&mut change).await.unwrap();
+    sqlx::query("COMMIT").execute(&mut change).await.unwrap();
+    let refused = rate.await.unwrap();
+    assert!(matches!(refused, Err(gateway_core::Error::SignatureRequired)), "{refused:?}");
+    let stored = f.ledger.rate(&coop, &currency("hours"), &currency("credits")).await;
+    assert!(matches!(stored, Err(gateway_core::Error::NotFound { .. })), "{stored:?}");
 }
 
 /// A settings change waits for every unit of work of the coop that has already written its events

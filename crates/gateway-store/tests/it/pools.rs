@@ -73,3 +73,21 @@ async fn reads_answer_while_writes_queue_on_a_row() {
     let (_, total) = f.store.history(&query).await.unwrap();
     assert_eq!(total, 1 + committed);
 }
+
+/// The store's connections run READ COMMITTED even when the URL (or the server, or the role)
+/// asks for another default: each statement of a unit of work must see every commit before it
+/// (the numbering, the signing rule where a coop's writers meet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stores_connections_read_committed_whatever_the_default() {
+    let Some(url) = gateway_store::testing::fresh_postgres_schema("iso").await else { return };
+    let url = format!("{url}%20-c%20default_transaction_isolation%3Drepeatable%5C%20read");
+    let asked = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let mut asked = asked;
+    let default: String = sqlx::query_scalar("SHOW default_transaction_isolation").fetch_one(&mut asked).await.unwrap();
+    assert_eq!(default, "repeatable read", "the URL's own connections take its option");
+    let f = Fixture::at(StoreSpec::Postgres(url), None).await;
+    let pool = f.store.postgres_pool().expect("a PostgreSQL store");
+    let mut tx = pool.begin().await.unwrap();
+    let level: String = sqlx::query_scalar("SHOW transaction_isolation").fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(level, "read committed");
+}
