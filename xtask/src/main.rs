@@ -52,6 +52,8 @@ fn test(extra: &[String]) -> ExitCode {
         let value = env::var(var).unwrap_or_else(|_| default.to_owned());
         urls.push(format!("{var}={}", without_password(&value)));
     }
+    let postgres = env::var("GATEWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_owned());
+    drop_earlier_test_schemas(&postgres);
     // Said at once, before cargo's first line: a first run builds for minutes before any test runs.
     let extra = extra.iter().map(|arg| format!(" {arg}")).collect::<String>();
     eprintln!(
@@ -61,6 +63,34 @@ fn test(extra: &[String]) -> ExitCode {
         urls[0], urls[1]
     );
     run(&mut command)
+}
+
+/// Drops the schemas the tests of earlier runs made in the test database (each storage test on
+/// PostgreSQL makes one, `<prefix>_<32 hex digits>`, and leaves it for inspection): without this
+/// the database grows by hundreds of schemas a run. One schema a transaction (a schema's objects
+/// take a lock each). Nothing to do, or no `psql` or no server: said, and the tests run anyway.
+fn drop_earlier_test_schemas(url: &str) {
+    const DROP: &str = r"DO $drop$
+DECLARE s TEXT;
+BEGIN
+    PERFORM set_config('client_min_messages', 'warning', false);
+    FOR s IN SELECT nspname FROM pg_namespace WHERE nspname ~ '_[0-9a-f]{32}$' LOOP
+        EXECUTE format('DROP SCHEMA %I CASCADE', s);
+        COMMIT;
+    END LOOP;
+END
+$drop$";
+    let dropped = Command::new("psql")
+        .args([url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", DROP])
+        .stdout(std::process::Stdio::null())
+        .status();
+    if !dropped.is_ok_and(|status| status.success()) {
+        eprintln!(
+            "xtask test: could not drop the schemas earlier test runs left in {} (psql missing or the server \
+             unreachable): the tests run anyway",
+            without_password(url)
+        );
+    }
 }
 
 /// `url` with the password of its `user:password@` part, if any, shown as `***`.
