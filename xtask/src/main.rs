@@ -68,7 +68,8 @@ fn test(extra: &[String]) -> ExitCode {
 /// Drops the schemas the tests of earlier runs made in the test database (each storage test on
 /// PostgreSQL makes one, `<prefix>_<32 hex digits>`, and leaves it for inspection): without this
 /// the database grows by hundreds of schemas a run. One schema a transaction (a schema's objects
-/// take a lock each). Nothing to do, or no `psql` or no server: said, and the tests run anyway.
+/// take a lock each). Without `psql` or the server, it says so and the tests run anyway. A test
+/// suite running at the same time on the same database loses its schemas: one run at a time.
 fn drop_earlier_test_schemas(url: &str) {
     const DROP: &str = r"DO $drop$
 DECLARE s TEXT;

@@ -141,7 +141,7 @@ pub mod unsigned {
 
     /// Runs `future` (a request's handling) as an unsigned critical operation.
     pub async fn critical<F: Future>(future: F) -> F::Output {
-        UNSIGNED.scope(true, future).await
+        carry(true, future).await
     }
 
     /// Whether the current task runs an unsigned critical operation.
