@@ -48,6 +48,10 @@ pub const WITNESS_RETRY: Duration = Duration::from_secs(5);
 /// tiles, the level-0 tiles of a million entries and every tile above them.
 pub const TILE_CACHE_BYTES: usize = 32 << 20;
 
+/// How long a proof may be answered from the coop's log head as a proof read it before, rather
+/// than from the store ([`LogConfig::head_keep`]'s default).
+pub const HEAD_KEEP: Duration = Duration::from_millis(100);
+
 /// The shortest time between two rounds of one coop's log (see [`Log::run`]): a checkpoint
 /// still covers a commit within 1 s (INTERFACE.md §12).
 pub const ROUND_INTERVAL: Duration = Duration::from_millis(250);
@@ -65,11 +69,21 @@ pub struct LogConfig {
     /// How many of them must have cosigned a checkpoint before a proof waiting for one
     /// (`wait=true`) is given.
     pub quorum: usize,
+    /// How long a proof may be answered against the checkpoint of a log head read that long ago
+    /// (kept in memory), when that checkpoint covers its entry (and has the cosignatures `wait`
+    /// asks for); else the head is read from the store. [`HEAD_KEEP`] by default.
+    pub head_keep: Duration,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { origin: "localhost".into(), sweep: Duration::from_secs(1), witnesses: Vec::new(), quorum: 0 }
+        Self {
+            origin: "localhost".into(),
+            sweep: Duration::from_secs(1),
+            witnesses: Vec::new(),
+            quorum: 0,
+            head_keep: HEAD_KEEP,
+        }
     }
 }
 
@@ -144,6 +158,21 @@ pub struct Log {
     /// Coops an entry bundle read found changed: their checkpointing stays stopped until the
     /// process restarts (after the operator has restored the log and `fsck` finds it sound).
     tampered: Arc<std::sync::Mutex<BTreeSet<CoopId>>>,
+    /// The log heads proofs read last, by coop, and when ([`LogConfig::head_keep`]).
+    heads: Arc<std::sync::Mutex<std::collections::HashMap<CoopId, Arc<ProofHead>>>>,
+}
+
+/// A log head as a proof reads it: its checkpoint parsed once, and how many of the configured
+/// witnesses have cosigned it.
+#[derive(Debug)]
+struct ProofHead {
+    head: LogHead,
+    /// The latest signed checkpoint, parsed.
+    note: Option<Note>,
+    /// The configured witnesses whose cosignature it carries.
+    witnessed: usize,
+    /// When it was read from the store.
+    read_at: std::time::Instant,
 }
 
 /// What one checkpointing round did for a coop.
@@ -188,6 +217,7 @@ impl Log {
             unanswered: Arc::default(),
             tile_cache: Arc::new(TileCache::new(TILE_CACHE_BYTES)),
             tampered: Arc::default(),
+            heads: Arc::default(),
         }
     }
 
@@ -529,6 +559,33 @@ impl Log {
         self.reads.log_head(coop).await?.ok_or_else(|| Error::not_found("log", coop.as_str()))
     }
 
+    /// The coop's log head for a proof: with `kept`, the one a proof read less than
+    /// [`LogConfig::head_keep`] ago if there is one, else (and then kept) the store's.
+    async fn proof_head(&self, coop: &CoopId, kept: bool) -> Result<Arc<ProofHead>, Error> {
+        let lock = || self.heads.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept
+            && let Some(head) = lock().get(coop)
+            && head.read_at.elapsed() < self.config.head_keep
+        {
+            return Ok(head.clone());
+        }
+        let read_at = std::time::Instant::now();
+        let head = self.head(coop).await?;
+        let note = match &head.checkpoint {
+            Some(text) => {
+                Some(Note::parse(text.as_bytes()).map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?)
+            }
+            None => None,
+        };
+        let witnessed = match &head.checkpoint {
+            Some(text) if self.config.quorum > 0 => self.witnessed_by(text),
+            _ => 0,
+        };
+        let head = Arc::new(ProofHead { head, note, witnessed, read_at });
+        lock().insert(coop.clone(), head.clone());
+        Ok(head)
+    }
+
     /// `LogOpened`'s data whole (JSON): kept apart when entry 0 holds digests of its largest
     /// fields, else entry 0's own `data`. An auditor checks each digest against it and replays
     /// the ledger from it. 404 when the coop has no log, or no signed checkpoint covers entry 0
@@ -644,22 +701,24 @@ impl Log {
         Ok((bytes[..usize::from(tile.width()) * 32].to_vec(), full))
     }
 
-    /// A c2sp.org/tlog-proof of the entry of event `seq` against the latest signed checkpoint;
-    /// with `wait`, waits up to [`PROOF_WAIT`] for a checkpoint that covers it (else 503).
+    /// A c2sp.org/tlog-proof of the entry of event `seq` against the latest signed checkpoint,
+    /// or one signed at most [`LogConfig::head_keep`] before it that covers the entry (a proof
+    /// against any signed checkpoint verifies, and every later checkpoint is consistent with
+    /// it); with `wait`, waits up to [`PROOF_WAIT`] for a checkpoint that covers it (else 503).
     pub async fn proof(&self, coop: &CoopId, seq: u64, wait: bool) -> Result<String, Error> {
         let deadline = tokio::time::Instant::now() + PROOF_WAIT;
         let mut checked = false;
+        let mut kept = true;
         loop {
-            let head = self.head(coop).await?;
-            let index = index_of(&head, seq)?;
-            let quorum_met =
-                head.checkpoint.as_deref().is_some_and(|c| !wait || self.witnessed_by(c) >= self.config.quorum);
+            let proof_head = self.proof_head(coop, kept).await?;
+            let head = &proof_head.head;
+            let index = index_of(head, seq)?;
+            let quorum_met = !wait || proof_head.witnessed >= self.config.quorum;
             if index < head.signed_size
                 && quorum_met
-                && let Some(checkpoint) = &head.checkpoint
+                && let Some(note) = &proof_head.note
             {
-                let note = Note::parse(checkpoint.as_bytes())
-                    .map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?;
+                let note = note.clone();
                 let mut tiles = Tiles::default();
                 let hashes = tiles
                     .with(
@@ -671,6 +730,11 @@ impl Log {
                     .await?;
                 let proof = TlogProof::new(index, hashes, note).map_err(|e| Error::Internal(format!("proof: {e}")))?;
                 return Ok(proof.to_text());
+            }
+            // The kept head is older than the entry (or lacks the witnesses): the store's now.
+            if kept {
+                kept = false;
+                continue;
             }
             // An event the coop has not committed: waiting would not make it (asked once).
             if wait && !checked && index >= head.size {

@@ -215,6 +215,40 @@ async fn a_proof_can_wait_for_its_checkpoint() {
     assert!(asked.elapsed() < std::time::Duration::from_secs(1), "{:?}", asked.elapsed());
 }
 
+/// A proof is answered from the log head a proof read before, for `head_keep`, when that head's
+/// checkpoint covers the entry: a later checkpoint is not read for it (the proof verifies, and
+/// the later checkpoint is consistent with its own). An entry the kept head does not cover reads
+/// the store's head, so a newly signed entry is proved at once, and the head read then is kept.
+#[tokio::test]
+async fn proofs_are_answered_from_the_kept_head_until_an_entry_needs_a_later_one() {
+    let size_of = |proof: &crate::support::Response| {
+        assert_eq!(proof.status, StatusCode::OK, "{}", text(proof));
+        let proof = TlogProof::parse(&proof.bytes).unwrap();
+        proof.checkpoint().size()
+    };
+    let keep = |head_keep| async move {
+        let app = TestApp::customised(|options| options.log.head_keep = head_keep).await;
+        let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
+        let (_, first) = pay(&app, &tokens[0], 2, 3, 1.0, "first").await;
+        let early = signed(&app, "c1").await;
+        let proof = async |seq: u64| app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), &tokens[1]).await;
+        assert_eq!(size_of(&proof(first).await), early);
+        let (_, second) = pay(&app, &tokens[0], 2, 3, 2.0, "second").await;
+        let later = signed(&app, "c1").await;
+        assert!(later > early);
+        let again = size_of(&proof(first).await);
+        assert_eq!(size_of(&proof(second).await), later, "a newly signed entry is proved at once");
+        let after = size_of(&proof(first).await);
+        (early, later, again, after)
+    };
+    let (early, later, again, after) = keep(std::time::Duration::from_secs(3_600)).await;
+    assert_eq!(again, early, "the kept head covers the first entry");
+    assert_eq!(after, later, "the head read for the second entry is kept");
+    // Kept for no time, every proof reads the store's head: the latest checkpoint.
+    let (_, later, again, after) = keep(std::time::Duration::ZERO).await;
+    assert_eq!((again, after), (later, later));
+}
+
 /// Someone with the database changes a stored entry or a stored hash: `fsck` names it, the
 /// checkpointer refuses to sign over it, and the published checkpoint stays the last honest one.
 #[tokio::test]
