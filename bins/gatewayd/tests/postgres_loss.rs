@@ -113,15 +113,22 @@ impl Drop for PrivateServer {
     }
 }
 
+/// A gateway over the private server (open enrollment), its coop `id` named `name`, and the token
+/// of that coop's admin (seed 1).
+async fn serve_with_coop(server: &PrivateServer, id: &str, name: &str) -> (support::InProcess, String) {
+    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
+    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
+    let token = login(&gateway.api, 1, id, &scopes).await;
+    let create = json!({ "name": name, "coop_type": "worker" });
+    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
+    assert_eq!(status, 201, "{body}");
+    (gateway, token)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_postgresql_is_503_within_a_second_and_serving_resumes_by_itself() {
     let mut server = PrivateServer::init();
-    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
-    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
-    let token = login(&gateway.api, 1, "lost", &scopes).await;
-    let create = json!({ "name": "Lost", "coop_type": "worker" });
-    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
-    assert_eq!(status, 201, "{body}");
+    let (gateway, token) = serve_with_coop(&server, "lost", "Lost").await;
     let (status, _) = json_request(&gateway.api, "GET", "/readyz", None, None).await;
     assert_eq!(status, 200);
 
@@ -174,12 +181,7 @@ fn psql(server: &PrivateServer, sql: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_refuses_writes_makes_the_replica_unready_until_it_commits_again() {
     let server = PrivateServer::init();
-    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
-    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
-    let token = login(&gateway.api, 1, "ro", &scopes).await;
-    let create = json!({ "name": "Read-only", "coop_type": "worker" });
-    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
-    assert_eq!(status, 201, "{body}");
+    let (gateway, token) = serve_with_coop(&server, "ro", "Read-only").await;
     assert_eq!(json_request(&gateway.api, "GET", "/readyz", None, None).await.0, 200);
 
     psql(&server, "ALTER SYSTEM SET default_transaction_read_only = on");
@@ -209,6 +211,49 @@ async fn a_database_that_refuses_writes_makes_the_replica_unready_until_it_commi
     }
 }
 
+/// Connections the server ended while they sat idle in the gateway's pools (an operator's
+/// `pg_terminate_backend`, `idle_session_timeout`, a restart) are checked once idle for a second
+/// and replaced before a read or a unit of work uses them: no request gets one
+/// (`IDLE_CHECK` in gateway-store; a connection idle for less is used unchecked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_the_server_ended_while_idle_are_replaced_before_use() {
+    let server = PrivateServer::init();
+    let (gateway, token) = serve_with_coop(&server, "ended", "Ended").await;
+    // Concurrent reads and writes: both pools open several connections, which then sit idle.
+    let burst = |seeds: std::ops::Range<u8>| {
+        let (api, token) = (gateway.api.clone(), token.clone());
+        async move {
+            let requests = seeds.map(|seed| {
+                let (api, token) = (api.clone(), token.clone());
+                async move {
+                    let member = json!({ "did": support::signing_key(seed).1 });
+                    let write = json_request(&api, "POST", "/v1/coops/ended/members", Some(member), Some(&token)).await;
+                    let read = json_request(&api, "GET", "/v1/ledger/ended/history", None, Some(&token)).await;
+                    [(seed, "a member added", write), (seed, "the history read", read)]
+                }
+            });
+            futures_util::future::join_all(requests).await.into_iter().flatten().collect::<Vec<_>>()
+        }
+    };
+    for (seed, what, (status, body)) in burst(10..26).await {
+        assert!(status == 201 || status == 200, "{what} ({seed}) before: {status} {body}");
+    }
+
+    // Every client connection but psql's own: the gateway's pools, its listener.
+    psql(
+        &server,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for (seed, what, (status, body)) in burst(30..46).await {
+        assert!(
+            status == 201 || status == 200,
+            "{what} ({seed}) after the server ended the idle connections: {status} {body}"
+        );
+    }
+}
+
 /// The private server's postmaster and every backend it forked, stopped (`SIGSTOP`) or resumed
 /// (`SIGCONT`): a frozen server keeps its TCP connections open and answers nothing.
 fn signal_server(server: &PrivateServer, signal: &str) {
@@ -233,12 +278,7 @@ fn signal_server(server: &PrivateServer, signal: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_postgresql_answers_503_by_the_deadline_and_then_at_once() {
     let server = PrivateServer::init();
-    let gateway = serve_in_process(&server.url(), &["--open-enrollment", "true", "--trust-default", "0.9"]).await;
-    let scopes = ["coop:read", "coop:write", "ledger:read", "ledger:write"];
-    let token = login(&gateway.api, 1, "frozen", &scopes).await;
-    let create = json!({ "name": "Frozen", "coop_type": "worker" });
-    let (status, body) = json_request(&gateway.api, "POST", "/v1/coops", Some(create), Some(&token)).await;
-    assert_eq!(status, 201, "{body}");
+    let (gateway, token) = serve_with_coop(&server, "frozen", "Frozen").await;
 
     // A statement that never gets its answer from a working server (it waits behind a lock
     // held for 8 s): its deadline (5 s) answers 503, and nothing is committed.

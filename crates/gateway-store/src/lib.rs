@@ -468,6 +468,17 @@ impl Store {
                             .max_connections(size)
                             // INTERFACE.md §10: with the database gone, a request is answered 503 within 1 s.
                             .acquire_timeout(Duration::from_secs(1))
+                            // A connection is checked when it comes back (sqlx pings it then), and
+                            // again before use only after IDLE_CHECK idle: see there.
+                            .test_before_acquire(false)
+                            .before_acquire(|conn, meta| {
+                                Box::pin(async move {
+                                    if meta.idle_for >= IDLE_CHECK {
+                                        conn.ping().await?;
+                                    }
+                                    Ok(true)
+                                })
+                            })
                             .connect_with(connect)
                             .await
                             .map_err(|e| StoreError::Postgres(scrub(&format!("database error: {e}"), url)))
@@ -586,6 +597,18 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 /// How long a new connection to PostgreSQL may take to answer `SELECT 1` before the database
 /// counts as out of reach ([`Store::answers`]).
 const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
+
+/// How long a pooled PostgreSQL connection may have been idle and still be handed to a read or
+/// a unit of work without a round trip to check it first. sqlx pings a connection when it comes
+/// back to the pool (the rollback of an abandoned statement, a broken one closed); pinging it
+/// again when it is taken cost every unit of work and every read one more round trip, a
+/// wake-up of its server process, for a connection checked microseconds before under load
+/// (docs/PERFORMANCE.md, "Round trips"). One idle longer is checked, as before: the server's
+/// `idle_session_timeout`, a restart or an operator's `pg_terminate_backend` while it sat in the
+/// pool are found before a request uses it. What this leaves: a connection ended in the last
+/// second of its idleness fails the request that takes it (a 503; the connection is closed),
+/// as the requests in flight when the server ended them do.
+pub(crate) const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// How long a request waits for PostgreSQL: for a read, for a unit of work's statements, and
 /// for the confirmation of its commit, each. A frozen server (a stopped process, a network that
