@@ -1359,7 +1359,6 @@ async fn a_unit_of_work_sees_its_writes_and_fails_with_any_of_them(backend: Back
 /// its own): the edge's earlier read of the setting cannot be outrun by a settings change. Nothing
 /// is written, and the same operations pass when signed, or unsigned in a coop without the rule.
 async fn unsigned_critical_operations_are_refused_by_their_unit_of_work(backend: Backend) {
-    use gateway_domain::coops::SettingsPatch;
     use gateway_domain::governance::{DomainChange, NewDomain};
     use gateway_domain::ledger::ConversionRequest;
     use gateway_domain::ports::unsigned::critical;
@@ -1379,7 +1378,7 @@ async fn unsigned_critical_operations_are_refused_by_their_unit_of_work(backend:
     let text = proposal("d", serde_json::json!({ "type": "text", "content": "x" }));
     let proposal = f.governance.create_proposal(&coop, &did(0), text, true).await.unwrap().id;
     let delegation = f.governance.delegate(&coop, &did(1), &did(2), "blanket", None).await.unwrap().id;
-    let require = |on| SettingsPatch { require_signed_requests: Some(on), ..SettingsPatch::default() };
+    let require = crate::support::requiring_signatures;
     f.coops.update_settings(&coop, require(true)).await.unwrap();
     let seq = f.store.current_seq(&coop).await.unwrap();
 
@@ -1461,16 +1460,15 @@ async fn an_unsigned_operation_is_never_recorded_after_signatures_became_require
                 gateway_domain::coops::require_coop(tx, &c).await?;
                 let _ = read.send(());
                 let _ = may_write.await;
-                let data = gateway_core::JsonText::of(&serde_json::json!({ "unsigned": true })).unwrap();
-                tx.append_event(&c, "UnsignedOperation", 1_800_000_000, &data).await
+                crate::support::append_operation(tx, &c).await
             })
         })
         .await
     }));
     has_read.await.unwrap();
     let (coops, c) = (f.coops.clone(), coop.clone());
-    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
-    let mut change = tokio::spawn(async move { coops.update_settings(&c, on).await });
+    let mut change =
+        tokio::spawn(async move { coops.update_settings(&c, crate::support::requiring_signatures(true)).await });
     let changed_first = tokio::time::timeout(std::time::Duration::from_millis(500), &mut change).await.is_ok();
     go.send(()).unwrap();
     let outcome = operation.await.unwrap();

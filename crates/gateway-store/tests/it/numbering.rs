@@ -374,13 +374,9 @@ async fn lock_keys_name_the_schema_and_kept_their_values() {
     assert_ne!(kept, key(a.spec.clone(), "SELECT coop_lock_key('numbering', 'c1')").await, "another kind's key");
     // Migration 0027's `writer_enters`, written with the schema's name, reads that schema's coop.
     let coop = a.coop("c1", 2).await;
-    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
-    a.coops.update_settings(&coop, on).await.unwrap();
+    a.coops.update_settings(&coop, crate::support::requiring_signatures(true)).await.unwrap();
     let refused = gateway_domain::ports::unsigned::critical(transaction(a.store.as_ref(), move |tx| {
-        Box::pin(async move {
-            let data = gateway_core::JsonText::of(&serde_json::json!({})).unwrap();
-            tx.append_event(&coop, "UnsignedOperation", 1_800_000_000, &data).await
-        })
+        Box::pin(async move { crate::support::append_operation(tx, &coop).await })
     }))
     .await;
     assert!(matches!(refused, Err(gateway_core::Error::SignatureRequired)), "{refused:?}");
@@ -454,9 +450,8 @@ async fn a_settings_change_waits_for_the_writers_it_would_overtake() {
     let operation = tokio::spawn(critical(async move {
         transaction(store.as_ref(), move |tx| {
             Box::pin(async move {
-                let data = gateway_core::JsonText::of(&serde_json::json!({ "unsigned": true })).unwrap();
-                tx.append_event(&a, "UnsignedOperation", 1_800_000_000, &data).await?;
-                tx.append_event(&b, "UnsignedOperation", 1_800_000_000, &data).await
+                crate::support::append_operation(tx, &a).await?;
+                crate::support::append_operation(tx, &b).await
             })
         })
         .await
@@ -468,8 +463,8 @@ async fn a_settings_change_waits_for_the_writers_it_would_overtake() {
     }
 
     let (coops, c) = (f.coops.clone(), first.clone());
-    let on = gateway_domain::coops::SettingsPatch { require_signed_requests: Some(true), ..Default::default() };
-    let mut change = tokio::spawn(async move { coops.update_settings(&c, on).await });
+    let mut change =
+        tokio::spawn(async move { coops.update_settings(&c, crate::support::requiring_signatures(true)).await });
     let overtook = tokio::time::timeout(Duration::from_millis(500), &mut change).await.is_ok();
     assert!(!overtook, "the change committed while a writer of the coop had not");
     sqlx::query("SELECT pg_advisory_unlock(coop_lock_key('writers', 'b-second'))").execute(&mut holder).await.unwrap();

@@ -94,3 +94,18 @@ impl Fixture {
 pub fn did(n: u32) -> Did {
     Did::parse(&format!("did:key:z6Mktest{n}")).unwrap()
 }
+
+/// The settings change that turns `require_signed_requests` on or off.
+pub fn requiring_signatures(on: bool) -> gateway_domain::coops::SettingsPatch {
+    gateway_domain::coops::SettingsPatch { require_signed_requests: Some(on), ..Default::default() }
+}
+
+/// Appends one `UnsignedOperation` event to `coop` in a unit of work: the write of any operation
+/// (run under `ports::unsigned::critical`, the write of one that arrived unsigned).
+pub async fn append_operation(
+    tx: &mut dyn gateway_domain::ports::Tx,
+    coop: &CoopId,
+) -> Result<(), gateway_core::Error> {
+    let data = gateway_core::JsonText::of(&serde_json::json!({ "unsigned": true })).unwrap();
+    tx.append_event(coop, "UnsignedOperation", 1_800_000_000, &data).await
+}
