@@ -473,8 +473,16 @@ impl Store {
                             .test_before_acquire(false)
                             .before_acquire(|conn, meta| {
                                 Box::pin(async move {
-                                    if meta.idle_for >= IDLE_CHECK {
-                                        conn.ping().await?;
+                                    if meta.idle_for >= IDLE_CHECK
+                                        && let Err(err) = conn.ping().await
+                                    {
+                                        // Closed by the pool, which opens another.
+                                        tracing::info!(
+                                            "a pooled PostgreSQL connection idle for {:.1} s no longer answers \
+                                             ({err}): another is opened",
+                                            meta.idle_for.as_secs_f64()
+                                        );
+                                        return Ok(false);
                                     }
                                     Ok(true)
                                 })
@@ -603,11 +611,17 @@ const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
 /// back to the pool (the rollback of an abandoned statement, a broken one closed); pinging it
 /// again when it is taken cost every unit of work and every read one more round trip, a
 /// wake-up of its server process, for a connection checked microseconds before under load
-/// (docs/PERFORMANCE.md, "Round trips"). One idle longer is checked, as before: the server's
-/// `idle_session_timeout`, a restart or an operator's `pg_terminate_backend` while it sat in the
-/// pool are found before a request uses it. What this leaves: a connection ended in the last
+/// (docs/PERFORMANCE.md, "A round trip for every connection taken"). One idle longer is checked,
+/// as before: the server's `idle_session_timeout`, a restart or an operator's
+/// `pg_terminate_backend` while it sat in the pool are found before a request uses it. What this leaves: a connection ended in the last
 /// second of its idleness fails the request that takes it (a 503; the connection is closed),
-/// as the requests in flight when the server ended them do.
+/// as the requests in flight when the server ended them do; so does one ended shortly before the
+/// pool's maintenance pass (every 10 minutes, for `idle_timeout`), which puts back the idle
+/// connections it keeps with their idle time started again. And while a server freezes (it
+/// answers nothing, the connections stay open), a request that takes a connection used in the
+/// last second waits for its statement's deadline ([`POSTGRES_DEADLINE`]), not the pool's 1 s,
+/// until the write probe has seen the database unreachable (within about 3 s: then every
+/// request is answered 503 at once).
 pub(crate) const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// How long a request waits for PostgreSQL: for a read, for a unit of work's statements, and

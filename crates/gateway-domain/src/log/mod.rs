@@ -167,13 +167,18 @@ pub struct Log {
 #[derive(Debug)]
 struct ProofHead {
     head: LogHead,
-    /// The latest signed checkpoint, parsed.
-    note: Option<Note>,
-    /// The configured witnesses whose cosignature it carries.
-    witnessed: usize,
+    /// The latest signed checkpoint, parsed (or why it does not parse).
+    note: Option<Result<Note, String>>,
+    /// The configured witnesses whose cosignature it carries, counted when a proof that waits
+    /// for the quorum first asks.
+    witnessed: std::sync::OnceLock<usize>,
     /// When it was read from the store.
     read_at: std::time::Instant,
 }
+
+/// How many kept log heads ([`Log::proof_head`]) make the next store read drop those past
+/// [`LogConfig::head_keep`].
+const KEPT_HEADS: usize = 1_024;
 
 /// What one checkpointing round did for a coop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -571,18 +576,13 @@ impl Log {
         }
         let read_at = std::time::Instant::now();
         let head = self.head(coop).await?;
-        let note = match &head.checkpoint {
-            Some(text) => {
-                Some(Note::parse(text.as_bytes()).map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?)
-            }
-            None => None,
-        };
-        let witnessed = match &head.checkpoint {
-            Some(text) if self.config.quorum > 0 => self.witnessed_by(text),
-            _ => 0,
-        };
-        let head = Arc::new(ProofHead { head, note, witnessed, read_at });
-        lock().insert(coop.clone(), head.clone());
+        let note = head.checkpoint.as_deref().map(|text| Note::parse(text.as_bytes()).map_err(|e| e.to_string()));
+        let head = Arc::new(ProofHead { head, note, witnessed: std::sync::OnceLock::new(), read_at });
+        let mut heads = lock();
+        if heads.len() >= KEPT_HEADS {
+            heads.retain(|_, kept| kept.read_at.elapsed() < self.config.head_keep);
+        }
+        heads.insert(coop.clone(), head.clone());
         Ok(head)
     }
 
@@ -702,9 +702,10 @@ impl Log {
     }
 
     /// A c2sp.org/tlog-proof of the entry of event `seq` against the latest signed checkpoint,
-    /// or one signed at most [`LogConfig::head_keep`] before it that covers the entry (a proof
-    /// against any signed checkpoint verifies, and every later checkpoint is consistent with
-    /// it); with `wait`, waits up to [`PROOF_WAIT`] for a checkpoint that covers it (else 503).
+    /// or against one that was the latest less than [`LogConfig::head_keep`] ago and covers the
+    /// entry, with the cosignatures it had then (a proof against any signed checkpoint
+    /// verifies, and every later checkpoint is consistent with it); with `wait`, waits up to
+    /// [`PROOF_WAIT`] for a checkpoint that covers it and has the witness quorum (else 503).
     pub async fn proof(&self, coop: &CoopId, seq: u64, wait: bool) -> Result<String, Error> {
         let deadline = tokio::time::Instant::now() + PROOF_WAIT;
         let mut checked = false;
@@ -713,12 +714,14 @@ impl Log {
             let proof_head = self.proof_head(coop, kept).await?;
             let head = &proof_head.head;
             let index = index_of(head, seq)?;
-            let quorum_met = !wait || proof_head.witnessed >= self.config.quorum;
+            let quorum_met = !wait
+                || *proof_head.witnessed.get_or_init(|| head.checkpoint.as_deref().map_or(0, |c| self.witnessed_by(c)))
+                    >= self.config.quorum;
             if index < head.signed_size
                 && quorum_met
                 && let Some(note) = &proof_head.note
             {
-                let note = note.clone();
+                let note = note.clone().map_err(|e| integrity(coop, &format!("stored checkpoint: {e}")))?;
                 let mut tiles = Tiles::default();
                 let hashes = tiles
                     .with(

@@ -123,7 +123,8 @@ pub struct ProofQuery {
 }
 
 /// A `c2sp.org/tlog-proof@v1` of the entry of event `seq`: its index, the inclusion proof and
-/// the signed checkpoint (the latest, or one at most 0.1 s older that covers the entry),
+/// the signed checkpoint (the latest, or one that was the latest less than 0.1 s ago and covers
+/// the entry),
 /// checkable offline with `gatewayctl log verify`.
 #[utoipa::path(get, path = "/v1/coops/{id}/log/proof", tag = "log", security(("bearer" = [])),
     params(("id" = String, Path, description = "Cooperative id"), ProofQuery),

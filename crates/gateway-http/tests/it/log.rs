@@ -221,25 +221,35 @@ async fn a_proof_can_wait_for_its_checkpoint() {
 /// the store's head, so a newly signed entry is proved at once, and the head read then is kept.
 #[tokio::test]
 async fn proofs_are_answered_from_the_kept_head_until_an_entry_needs_a_later_one() {
-    let size_of = |proof: &crate::support::Response| {
+    let parsed = |proof: &crate::support::Response| {
         assert_eq!(proof.status, StatusCode::OK, "{}", text(proof));
-        let proof = TlogProof::parse(&proof.bytes).unwrap();
-        proof.checkpoint().size()
+        TlogProof::parse(&proof.bytes).unwrap()
     };
     let keep = |head_keep| async move {
         let app = TestApp::customised(|options| options.log.head_keep = head_keep).await;
         let (_, tokens) = app.coop_with_members("c1", 1, &[2, 3]).await;
         let (_, first) = pay(&app, &tokens[0], 2, 3, 1.0, "first").await;
         let early = signed(&app, "c1").await;
-        let proof = async |seq: u64| app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), &tokens[1]).await;
-        assert_eq!(size_of(&proof(first).await), early);
+        let proof = async |seq: u64| parsed(&app.get(&format!("/v1/coops/c1/log/proof?seq={seq}"), &tokens[1]).await);
+        assert_eq!(proof(first).await.checkpoint().size(), early);
         let (_, second) = pay(&app, &tokens[0], 2, 3, 2.0, "second").await;
         let later = signed(&app, "c1").await;
         assert!(later > early);
-        let again = size_of(&proof(first).await);
-        assert_eq!(size_of(&proof(second).await), later, "a newly signed entry is proved at once");
-        let after = size_of(&proof(first).await);
-        (early, later, again, after)
+        let again = proof(first).await;
+        assert_eq!(proof(second).await.checkpoint().size(), later, "a newly signed entry is proved at once");
+        let after = proof(first).await.checkpoint().size();
+        // Whichever checkpoint it names, the proof verifies, and the latest is consistent with it.
+        let bundle = app.get(&format!("/v1/coops/c1/log/tile/entries/000.p/{later}"), &tokens[0]).await;
+        let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+        again.verify(entries[first as usize], &policy(&app, "c1").await).unwrap();
+        let (older, latest) = (again.checkpoint(), checkpoint(&app, "c1").await);
+        let uri = format!("/v1/coops/c1/log/consistency?from={}&to={}", older.size(), latest.size());
+        let hashes: Vec<[u8; 32]> = text(&app.get(&uri, &tokens[1]).await)
+            .lines()
+            .map(|l| gateway_tlog::hash::hash_from_base64(l).unwrap())
+            .collect();
+        verify_consistency(older.size(), latest.size(), older.root(), latest.root(), &hashes).unwrap();
+        (early, later, again.checkpoint().size(), after)
     };
     let (early, later, again, after) = keep(std::time::Duration::from_secs(3_600)).await;
     assert_eq!(again, early, "the kept head covers the first entry");
