@@ -613,11 +613,12 @@ const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
 /// wake-up of its server process, for a connection checked microseconds before under load
 /// (docs/PERFORMANCE.md, "A round trip for every connection taken"). One idle longer is checked,
 /// as before: the server's `idle_session_timeout`, a restart or an operator's
-/// `pg_terminate_backend` while it sat in the pool are found before a request uses it. What this leaves: a connection ended in the last
-/// second of its idleness fails the request that takes it (a 503; the connection is closed),
-/// as the requests in flight when the server ended them do; so does one ended shortly before the
-/// pool's maintenance pass (every 10 minutes, for `idle_timeout`), which puts back the idle
-/// connections it keeps with their idle time started again. And while a server freezes (it
+/// `pg_terminate_backend` while it sat in the pool are found before a request uses it. What
+/// this leaves: a connection ended in the last second of its idleness fails the request that
+/// takes it (a 503; the connection is closed), as the requests in flight when the server ended
+/// them do; so does one ended shortly before the pool's maintenance pass (every 10 minutes, for
+/// `idle_timeout`), which puts back the idle connections it keeps with their idle time started
+/// again. And while a server freezes (it
 /// answers nothing, the connections stay open), a request that takes a connection used in the
 /// last second waits for its statement's deadline ([`POSTGRES_DEADLINE`]), not the pool's 1 s,
 /// until the write probe has seen the database unreachable (within about 3 s: then every
