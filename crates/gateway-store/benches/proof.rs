@@ -1,9 +1,10 @@
 //! `Log::proof` through a durable store: an inclusion proof of an entry of a coop's log of
 //! 20,002 entries on a SQLite file, against its signed checkpoint. What `GET
 //! /v1/coops/{id}/log/proof` costs beyond HTTP and the token and membership checks: the log
-//! head read, the tiles and kept subtree hashes from the process's cache, the checkpoint note
-//! parsed and the proof's text (docs/PERFORMANCE.md, "`log`"). Each iteration proves another
-//! entry, as the load harness's requests do.
+//! head (read from the store and its checkpoint note parsed every 100 ms, kept between), the
+//! tiles and kept subtree hashes from the process's cache, and the proof's text
+//! (docs/PERFORMANCE.md, "`log`"). Each iteration proves another entry, as the load harness's
+//! requests do.
 //!
 //! Run: `cargo bench -p gateway-store --bench proof`.
 
