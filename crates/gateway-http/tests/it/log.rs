@@ -259,6 +259,41 @@ async fn proofs_are_answered_from_the_kept_head_until_an_entry_needs_a_later_one
     assert_eq!((again, after), (later, later));
 }
 
+/// Kept heads are the coop's own: proofs of two coops asked in turn, each within the other's
+/// kept time, each name their own coop's checkpoint and verify with their own coop's key only.
+#[tokio::test]
+async fn a_kept_head_answers_only_its_own_coops_proofs() {
+    let app = TestApp::customised(|options| options.log.head_keep = std::time::Duration::from_secs(3_600)).await;
+    let (_, ours) = app.coop_with_members("c1", 1, &[2, 3]).await;
+    let (_, theirs) = app.coop_with_members("c2", 4, &[5, 6]).await;
+    pay(&app, &ours[0], 2, 3, 1.0, "ours").await;
+    pay(&app, &ours[0], 2, 3, 2.0, "ours again").await;
+    let paid = app
+        .post_as(
+            "/v1/ledger/c2/payment",
+            json!({ "from": did_of(5), "to": did_of(6), "amount": 3.0, "currency": "hours", "memo": "theirs" }),
+            &theirs[0],
+        )
+        .await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
+    let sizes = [("c1", signed(&app, "c1").await, &ours), ("c2", signed(&app, "c2").await, &theirs)];
+    assert_ne!(sizes[0].1, sizes[1].1);
+    let policies = [policy(&app, "c1").await, policy(&app, "c2").await];
+    for round in 0..2 {
+        for (i, (id, size, tokens)) in sizes.iter().enumerate() {
+            let answer = app.get(&format!("/v1/coops/{id}/log/proof?seq=1"), &tokens[1]).await;
+            assert_eq!(answer.status, StatusCode::OK, "{id}, round {round}: {}", text(&answer));
+            let proof = TlogProof::parse(&answer.bytes).unwrap();
+            assert_eq!(proof.checkpoint().origin(), format!("localhost/coops/{id}"), "round {round}");
+            assert_eq!(proof.checkpoint().size(), *size, "{id}, round {round}");
+            let bundle = app.get(&format!("/v1/coops/{id}/log/tile/entries/000.p/{size}"), &tokens[0]).await;
+            let entries = gateway_tlog::tile::parse_entry_bundle(&bundle.bytes).unwrap();
+            proof.verify(entries[1], &policies[i]).unwrap();
+            assert!(proof.verify(entries[1], &policies[1 - i]).is_err(), "{id}'s proof under the other coop's key");
+        }
+    }
+}
+
 /// Someone with the database changes a stored entry or a stored hash: `fsck` names it, the
 /// checkpointer refuses to sign over it, and the published checkpoint stays the last honest one.
 #[tokio::test]
